@@ -1,0 +1,156 @@
+"""The rule catalogue: `rules/*.toml`, one file per rule, the single source of truth
+for codes, names, severities, messages, docs and thresholds.
+
+In a checkout the catalogue is the top-level `rules/` folder; in a wheel it ships as
+`optax_lint/_catalogue` (see pyproject's force-include).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .diagnostics import Applicability, Severity
+
+DOC_SECTIONS = (
+    ("what_it_does", "What it does"),
+    ("why_bad", "Why is this bad?"),
+    ("example", "Example"),
+    ("use_instead", "Use instead"),
+    ("fix_safety", "Fix safety"),
+    ("options", "Options"),
+)
+
+_OPTION_TYPES = {"int": int, "float": (int, float), "bool": bool, "str": str, "list": list}
+
+
+def catalogue_dir() -> Path:
+    shipped = Path(__file__).resolve().parent / "_catalogue"
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+@dataclass(frozen=True)
+class RuleOption:
+    name: str
+    type: str
+    default: Any
+    doc: str
+
+    def check(self, value: Any) -> bool:
+        if self.type == "bool":
+            return isinstance(value, bool)
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, _OPTION_TYPES[self.type])
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    message: str  # str.format template; the rule fills in the concrete objects
+    fix: Applicability | None
+    fix_title: str
+    default_enabled: bool
+    seeds: tuple[str, ...]
+    doc: dict[str, str]
+    options: dict[str, RuleOption] = field(default_factory=dict)
+    family: str = ""
+    needs_context: tuple[str, ...] = ()
+
+    def render_doc(self) -> str:
+        lines = [f"# {self.name} ({self.code})", "", f"Severity: {self.severity.value}"]
+        fix = self.fix.value if self.fix else "none"
+        lines.append(f"Fix: {fix}")
+        if not self.default_enabled:
+            lines.append("Enabled: no (opt in with --extend-select)")
+        if self.seeds:
+            lines.append("Enforces: " + "; ".join(self.seeds))
+        lines += ["", self.summary, ""]
+        for key, title in DOC_SECTIONS:
+            text = self.doc.get(key, "").strip()
+            if text:
+                lines += [f"## {title}", text, ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "fix": self.fix.value if self.fix else None,
+            "default_enabled": self.default_enabled,
+            "family": self.family,
+            "seeds": list(self.seeds),
+            "options": {
+                k: {"type": o.type, "default": o.default, "doc": o.doc} for k, o in self.options.items()
+            },
+        }
+
+
+class CatalogueError(Exception):
+    pass
+
+
+def _load_rule(path: Path) -> RuleSpec:
+    with path.open("rb") as fh:
+        data = tomllib.load(fh)
+    try:
+        options = {
+            name: RuleOption(name, o["type"], o["default"], o.get("doc", ""))
+            for name, o in data.get("options", {}).items()
+        }
+        fix = data.get("fix", "none")
+        return RuleSpec(
+            code=data["code"],
+            name=data["name"],
+            severity=Severity(data["severity"]),
+            summary=data["summary"],
+            message=data["message"],
+            fix=None if fix == "none" else Applicability(fix),
+            fix_title=data.get("fix_title", ""),
+            default_enabled=data.get("default_enabled", True),
+            seeds=tuple(data.get("seeds", ())),
+            doc=dict(data.get("doc", {})),
+            options=options,
+            family=data.get("family", ""),
+            needs_context=tuple(data.get("needs_context", ())),
+        )
+    except (KeyError, ValueError) as exc:
+        raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalogue() -> dict[str, RuleSpec]:
+    """Every rule, keyed by code, sorted by code."""
+    specs = {}
+    for path in sorted(catalogue_dir().glob("OPX*.toml")):
+        spec = _load_rule(path)
+        if spec.code != path.stem:
+            raise CatalogueError(f"{path.name} declares code {spec.code}")
+        specs[spec.code] = spec
+    return dict(sorted(specs.items()))
+
+
+def load_table(name: str) -> dict:
+    """A data table from the catalogue folder, e.g. `optax_api` for rules/optax_api.toml."""
+    return _load_table(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_table(name: str) -> dict:
+    with (catalogue_dir() / f"{name}.toml").open("rb") as fh:
+        return tomllib.load(fh)

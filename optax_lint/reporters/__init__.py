@@ -1,0 +1,71 @@
+"""Output reporters: turn lint results into text for a terminal, CI or a tool.
+
+`render(results, fmt, sources=..., options=...)` is the only entry point the CLI
+needs; each format lives in its own small module.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..diagnostics import FileResult, Finding
+
+
+@dataclass
+class ReportOptions:
+    color: bool = False
+    unsafe_fixes: bool = False  # --unsafe-fixes given: unsafe fixes count as fixable
+    show_fixes: bool = True  # print "= help: <fix title>" lines in the full format
+    statistics: bool = False  # a per-code table instead of the findings
+    quiet: bool = False  # findings only: no summary line
+    fixed_total: int = 0  # fixes applied in this run, for "(K fixed, M remaining)"
+
+
+# Imported after ReportOptions so the format modules can be loaded in any order.
+from . import concise, full, github, json  # noqa: E402
+
+Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
+
+FORMATS: dict[str, Formatter] = {
+    "full": full.render,
+    "concise": concise.render,
+    "json": json.render,
+    "github": github.render,
+}
+
+
+def render(
+    results: list[FileResult],
+    fmt: str,
+    *,
+    sources: Mapping[str, str],
+    options: ReportOptions,
+) -> str:
+    """All findings of `results`, sorted by (path, line, column, code), in format `fmt`."""
+    try:
+        formatter = FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})") from None
+    findings = sorted((f for r in results for f in r.findings), key=lambda f: f.sort_key)
+    return formatter(findings, sources, options)
+
+
+def use_color(stream) -> bool:
+    """Colour only for a terminal; NO_COLOR (any value) always wins, FORCE_COLOR forces it on."""
+    if "NO_COLOR" in os.environ:
+        return False
+    # FORCE_COLOR=0/false conventionally means "do not force" (Node, many CLIs).
+    if os.environ.get("FORCE_COLOR", "0").strip().lower() not in ("0", "false"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None:
+        return False
+    try:
+        return bool(isatty())
+    except (ValueError, OSError):  # closed or detached stream
+        return False
+
+
+__all__ = ["FORMATS", "ReportOptions", "render", "use_color"]

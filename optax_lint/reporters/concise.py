@@ -1,0 +1,49 @@
+"""The concise format, `path:line:col: CODE [*] message`, and the styling it shares.
+
+The full format's first line is exactly this line, so the header lives here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from ..diagnostics import Finding, Severity
+
+if TYPE_CHECKING:
+    from . import ReportOptions
+
+BOLD = "1"
+RED = "31"
+YELLOW = "33"
+CYAN = "36"
+
+SEVERITY_COLOR = {Severity.ERROR: RED, Severity.WARNING: YELLOW, Severity.INFO: CYAN}
+
+
+def paint(text: str, style: str, options: ReportOptions) -> str:
+    """Wrap `text` in an ANSI style when colour is on; never emit escapes otherwise."""
+    if not options.color or not text:
+        return text
+    return f"\x1b[{style}m{text}\x1b[0m"
+
+
+def fix_marker(options: ReportOptions) -> str:
+    return "[" + paint("*", CYAN, options) + "]"
+
+
+def header(finding: Finding, options: ReportOptions) -> str:
+    """`path:line:col: CODE [*] message`; [*] only when --fix would apply the fix."""
+    where = f"{paint(finding.path, BOLD, options)}:{finding.span.line}:{finding.span.column}:"
+    code = paint(finding.code, SEVERITY_COLOR[finding.severity], options)
+    marker = fix_marker(options) + " " if finding.fixable(options.unsafe_fixes) else ""
+    return f"{where} {code} {marker}{finding.message}"
+
+
+def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
+    from .summary import tail  # shared with full; imported late to keep modules acyclic
+
+    if options.statistics:
+        return tail(findings, options)
+    lines = [header(f, options) for f in findings]
+    body = "".join(line + "\n" for line in lines)
+    return body + tail(findings, options)

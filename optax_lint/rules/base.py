@@ -1,0 +1,98 @@
+"""What a rule is: a small class with a code and a `check` over `ModuleFacts`.
+
+Rules never walk syntax themselves; they read facts (pipelines, steps, update sites)
+and report through `Context`, which fills in the catalogue's name, severity and
+message template, so wording lives in `rules/*.toml`, not in code.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar, Iterable, Iterator, Optional
+
+import libcst as cst
+
+from ..catalogue import RuleSpec
+from ..diagnostics import Applicability, Finding, Fix, Related
+from ..extract.facts import ModuleFacts
+from ..positions import Positions
+
+REGISTRY: dict[str, type["Rule"]] = {}
+
+
+def register(cls: type["Rule"]) -> type["Rule"]:
+    REGISTRY[cls.code] = cls
+    return cls
+
+
+def describe(node: cst.CSTNode, limit: int = 48) -> str:
+    """Short source text of a node for messages: `clip_by_global_norm(1.0)`, `adamw(...)`."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else _code(func)
+        if isinstance(func, cst.Call):  # inject_hyperparams(optax.adamw)(...)
+            inner = func.args[0].value if func.args else None
+            inner_name = inner.attr.value if isinstance(inner, cst.Attribute) else (_code(inner) if inner is not None else "?")
+            name = f"inject_hyperparams({inner_name})"
+        args = ", ".join(_code(a).rstrip(", ") for a in node.args)
+        text = f"{name}({args})"
+        return text if len(text) <= limit and "\n" not in text else f"{name}(...)"
+    text = _code(node)
+    return text if len(text) <= limit and "\n" not in text else text.split("\n")[0][:limit] + "..."
+
+
+def _code(node: cst.CSTNode) -> str:
+    code = cst.Module([]).code_for_node(node)
+    return " ".join(code.split())
+
+
+class Context:
+    """Per-file, per-rule reporting helper."""
+
+    def __init__(self, facts: ModuleFacts, spec: RuleSpec, options: dict, positions: Positions) -> None:
+        self.facts = facts
+        self.spec = spec
+        self.options = options
+        self.positions = positions
+        self.findings: list[Finding] = []
+
+    def option(self, name: str):
+        if name in self.options:
+            return self.options[name]
+        return self.spec.options[name].default
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        *,
+        fix: Optional[Callable[[cst.Module], cst.Module]] = None,
+        fix_title: Optional[str] = None,
+        applicability: Optional[Applicability] = None,
+        related: Iterable[tuple[cst.CSTNode, str]] = (),
+        **message_args: object,
+    ) -> Finding:
+        spec = self.spec
+        message = spec.message.format(**message_args)
+        fix_obj = None
+        title = (fix_title or spec.fix_title).format(**message_args) if (fix_title or spec.fix_title) else ""
+        if fix is not None or (spec.fix is Applicability.DISPLAY_ONLY and title):
+            fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=fix)
+        finding = Finding(
+            code=spec.code,
+            name=spec.name,
+            severity=spec.severity,
+            message=message,
+            path=self.facts.path,
+            span=self.positions.span(node),
+            fix=fix_obj,
+            related=[Related(msg, self.positions.span(rel)) for rel, msg in related if rel is not None],
+            node=node,
+        )
+        self.findings.append(finding)
+        return finding
+
+
+class Rule:
+    code: ClassVar[str]
+
+    def check(self, ctx: Context) -> Iterator[None] | None:  # pragma: no cover - interface
+        raise NotImplementedError
