@@ -114,7 +114,7 @@ class Finding:
         return (self.path, self.span.line, self.span.column, self.code)
 
     def fixable(self, unsafe: bool) -> bool:
-        if self.fix is None or self.fix.apply is None:
+        if self.fix is None or not self.fix.apply:
             return False
         if self.fix.applicability is Applicability.SAFE:
             return True

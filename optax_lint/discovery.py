@@ -146,7 +146,7 @@ class _Walker:
         self._rules: dict[str, Optional[IgnoreRules]] = {}
 
     def add(self, shown: Path, absolute: str) -> None:
-        self.found.setdefault(os.path.realpath(absolute), shown)
+        self.found.setdefault(absolute, shown)
 
     def rules_for(self, directory: str) -> Optional[IgnoreRules]:
         """The .gitignore stack of the repository holding `directory` (None if none)."""

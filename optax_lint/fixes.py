@@ -56,9 +56,24 @@ def remove_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
     args = list(call.args)
     index = next(i for i, a in enumerate(args) if a is arg)
     if index == len(args) - 1 and index > 0:
-        # Keep the layout of the list's end: the new last argument takes the old last comma.
-        previous = args[index - 1].with_changes(comma=arg.comma)
-        args = args[: index - 1] + [previous]
+        # Keep the layout of the list's end: the new last argument takes the old last
+        # comma's closing line, but keeps its own end-of-line comment.
+        previous = args[index - 1]
+        mine, theirs = previous.comma, arg.comma
+        if (
+            isinstance(mine, cst.Comma)
+            and isinstance(mine.whitespace_after, cst.ParenthesizedWhitespace)
+            and isinstance(theirs, cst.Comma)
+            and isinstance(theirs.whitespace_after, cst.ParenthesizedWhitespace)
+        ):
+            comma = mine.with_changes(whitespace_after=mine.whitespace_after.with_changes(
+                empty_lines=theirs.whitespace_after.empty_lines,
+                indent=theirs.whitespace_after.indent,
+                last_line=theirs.whitespace_after.last_line,
+            ))
+        else:
+            comma = theirs
+        args = args[: index - 1] + [previous.with_changes(comma=comma)]
     else:
         args.pop(index)
     return call.with_changes(args=args)

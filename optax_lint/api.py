@@ -1,0 +1,153 @@
+"""The in-process API: lint (and fix) files on disk.
+
+`lint_paths(["train.py"])` is what the CLI, the benchmark and the tests call. Each
+file is read safely (source.py), linted or fixed (engine.py), and written back
+atomically only when its fixes re-parse and the file did not change meanwhile.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from . import engine
+from .config import Settings, load_settings
+from .diagnostics import FileResult, Finding
+from .source import SourceError, read_source, write_source
+
+
+@dataclass
+class RunOptions:
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False  # compute fixes, write nothing, return a unified diff
+    show_traceback: bool = False
+    max_file_bytes: int = 8 * 1024 * 1024
+    jobs: int = 1
+
+
+@dataclass
+class Outcome:
+    results: list[FileResult] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # path -> final text, for code frames
+    internal_errors: int = 0
+    fixed: int = 0
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted((f for r in self.results for f in r.findings), key=lambda f: f.sort_key)
+
+
+def display_path(path: Path) -> str:
+    text = str(path)
+    return text[2:] if text.startswith("./") else text
+
+
+def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[FileResult, Optional[str], int]:
+    """(result, text for code frames, internal error count) for one file."""
+    shown = display_path(path)
+    codes = settings.codes_for_path(path)
+    result = FileResult(shown)
+    try:
+        source = read_source(path, max_bytes=options.max_file_bytes)
+    except SourceError as exc:
+        code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
+        if code in codes or code == engine.IO_ERROR:
+            result.findings.append(engine.meta_finding(code, shown, _read_error_message(exc), exc.line or 1, exc.column or 1))
+        result.error = str(exc)
+        return result, None, 0
+    options_by_code = settings.rule_options
+    if not (options.fix or options.diff):
+        run = engine.lint_text(source.text, shown, codes, options_by_code, show_traceback=options.show_traceback)
+        result.findings = run.findings
+        return result, source.text, run.internal_errors
+    fixed = engine.fix_text(
+        source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback
+    )
+    result.findings = fixed.findings
+    for dropped in fixed.dropped:
+        result.findings.append(
+            engine.meta_finding(
+                engine.INTERNAL_ERROR, shown,
+                f"the fix for {dropped.code} at line {dropped.span.line} would not re-parse; it was not applied",
+                dropped.span.line, dropped.span.column,
+            )
+        )
+    text = source.text
+    if fixed.text != source.text:
+        result.fixed = fixed.applied
+        if options.diff:
+            result.diff = "".join(
+                difflib.unified_diff(
+                    source.text.splitlines(keepends=True), fixed.text.splitlines(keepends=True),
+                    fromfile=f"a/{shown}", tofile=f"b/{shown}",
+                )
+            )
+        else:
+            try:
+                write_source(source, fixed.text)
+                text = fixed.text
+            except SourceError as exc:
+                result.fixed = 0
+                result.findings = engine.lint_text(source.text, shown, codes, options_by_code).findings
+                result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
+    return result, text, fixed.internal_errors + len(fixed.dropped)
+
+
+def _read_error_message(exc: SourceError) -> str:
+    if exc.kind in ("binary", "decode"):
+        return f"SyntaxError: {exc}"
+    return str(exc)
+
+
+def _worker(args):
+    path, settings, options = args
+    result, text, internal = lint_file(path, settings, options)
+    for finding in result.findings:
+        finding.node = None  # libcst nodes and fix closures do not cross processes
+        if finding.fix is not None:
+            finding.fix.apply = _Marker(bool(finding.fix.apply))
+    return result, text, internal
+
+
+class _Marker:
+    """Stands in for a fix function after a process boundary: keeps `fixable()` right."""
+
+    def __init__(self, present: bool) -> None:
+        self.present = present
+
+    def __bool__(self) -> bool:
+        return self.present
+
+
+def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
+    outcome = Outcome()
+    jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
+    items = [(Path(p), settings, options) for p in paths]
+    if jobs > 1 and len(items) >= 16:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            produced = list(pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4))))
+    else:
+        produced = [lint_file(*item) for item in items]
+    for result, text, internal in produced:
+        outcome.results.append(result)
+        if text is not None:
+            outcome.sources[result.path] = text
+        outcome.internal_errors += internal
+        outcome.fixed += result.fixed
+    return outcome
+
+
+def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **options) -> list[FileResult]:
+    """Lint files (no discovery, no writes unless fix=True) and return their results."""
+    settings = settings or load_settings()
+    return run([Path(p) for p in paths], settings, RunOptions(**options)).results
+
+
+def clear_caches() -> None:
+    """Nothing is cached across files today (the catalogue and optax table are
+    loaded once per process on purpose); kept for the benchmark's protocol."""
