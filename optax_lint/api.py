@@ -28,6 +28,7 @@ class RunOptions:
     show_traceback: bool = False
     max_file_bytes: int = 8 * 1024 * 1024
     jobs: int = 1
+    with_edits: bool = False  # compute fixes' text edits (JSON output)
 
 
 @dataclass
@@ -63,6 +64,8 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
     options_by_code = settings.rule_options
     if not (options.fix or options.diff):
         run = engine.lint_text(source.text, shown, codes, options_by_code, show_traceback=options.show_traceback)
+        if options.with_edits:
+            engine.attach_edits(source.text, run)
         result.findings = run.findings
         return result, source.text, run.internal_errors
     fixed = engine.fix_text(

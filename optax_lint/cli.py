@@ -110,6 +110,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         diff=diff,
         show_traceback=show_traceback,
         jobs=jobs,
+        with_edits=settings.output_format == "json",
     )
     outcome = api.run(found.files, settings, options)
     from . import engine
@@ -119,7 +120,6 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         outcome.results.append(result)
 
     fmt = settings.output_format
-    stream = click.get_text_stream("stdout")
     report = ReportOptions(
         color=use_color(sys.stdout),
         unsafe_fixes=options.unsafe_fixes,
@@ -130,14 +130,14 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     if diff:
         diffs = [r.diff for r in sorted(outcome.results, key=lambda r: r.path) if r.diff]
         if diffs:
-            stream.write("".join(diffs))
+            click.echo("".join(diffs), nl=False)
         if not quiet:
             would = sum(r.fixed for r in outcome.results)
             click.echo(f"Would fix {would} problem{'s' if would != 1 else ''}." if would else "No fixes available.", err=True)
         sys.exit(2 if outcome.internal_errors else (1 if diffs and not exit_zero else 0))
     text = render(outcome.results, fmt, sources=outcome.sources, options=report)
     if text:
-        stream.write(text if text.endswith("\n") else text + "\n")
+        click.echo(text, nl=not text.endswith("\n"))
     remaining = sum(1 for r in outcome.results for f in r.findings)
     if outcome.internal_errors:
         sys.exit(2)

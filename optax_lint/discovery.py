@@ -104,11 +104,15 @@ def _posix_relative(path: str, root: str) -> Optional[str]:
     return path[len(prefix) :].replace(os.sep, "/")
 
 
-def _matches_any(excludes: tuple[_Exclude, ...], name: str, rel: Optional[str], is_dir: bool) -> bool:
+def _matches_any(
+    excludes: tuple[_Exclude, ...], name: str, rel: Optional[str], is_dir: bool
+) -> bool:
     return any(e.matches(name, rel, is_dir) for e in excludes)
 
 
-def _is_excluded_abs(path: str, root: str, excludes: tuple[_Exclude, ...], is_dir: bool) -> bool:
+def _is_excluded_abs(
+    path: str, root: str, excludes: tuple[_Exclude, ...], is_dir: bool
+) -> bool:
     """`path` or any directory between it and `root` matches an exclude pattern."""
     if not excludes:
         return False
@@ -126,7 +130,8 @@ def _is_excluded_abs(path: str, root: str, excludes: tuple[_Exclude, ...], is_di
 def is_excluded(path: PathArg, *, root: PathArg, patterns: Sequence[str]) -> bool:
     """Whether `path` (or a directory above it, up to `root`) matches `patterns`."""
     absolute = os.path.abspath(path)
-    return _is_excluded_abs(absolute, os.path.abspath(root), _compile(tuple(patterns)), os.path.isdir(absolute))
+    excludes = _compile(tuple(patterns))
+    return _is_excluded_abs(absolute, os.path.abspath(root), excludes, os.path.isdir(absolute))
 
 
 def _message(error: OSError) -> str:
@@ -136,33 +141,42 @@ def _message(error: OSError) -> str:
 
 
 class _Walker:
-    def __init__(self, root: str, excludes: tuple[_Exclude, ...], respect_gitignore: bool) -> None:
+    def __init__(
+        self, root: str, excludes: tuple[_Exclude, ...], respect_gitignore: bool
+    ) -> None:
         self.root = root
         self.excludes = excludes
         self.respect_gitignore = respect_gitignore
         self.found: dict[str, Path] = {}  # realpath -> the first spelling seen
         self.problems: list[Problem] = []
         self.walked: set[tuple[int, int]] = set()
-        self._rules: dict[str, Optional[IgnoreRules]] = {}
+        self._repos: dict[str, Optional[str]] = {}  # directory -> its repository root
+        self._stacks: dict[str, IgnoreRules] = {}  # directory -> its .gitignore stack
 
-    def add(self, shown: Path, absolute: str) -> None:
-        self.found.setdefault(absolute, shown)
+    def add(self, shown: Path, absolute: str, real: Optional[str] = None) -> None:
+        """Record a file once, keyed by its resolved path (`real` if already known)."""
+        self.found.setdefault(real or os.path.realpath(absolute), shown)
 
     def rules_for(self, directory: str) -> Optional[IgnoreRules]:
         """The .gitignore stack of the repository holding `directory` (None if none)."""
         if not self.respect_gitignore:
             return None
-        if directory not in self._rules:
+        if directory not in self._repos:
             repo = find_repo_root(directory)
-            if repo is None:
-                rules = None
-            elif str(repo) == directory:
+            self._repos[directory] = None if repo is None else str(repo)
+        repo = self._repos[directory]
+        return None if repo is None else self._stack(repo, directory)
+
+    def _stack(self, repo: str, directory: str) -> IgnoreRules:
+        # cached per level: pre-commit names many files in the same folders
+        rules = self._stacks.get(directory)
+        if rules is None:
+            if directory == repo:
                 rules = IgnoreRules.for_root(repo)
             else:
-                parent = self.rules_for(os.path.dirname(directory))
-                rules = parent.child(directory) if parent is not None else None
-            self._rules[directory] = rules
-        return self._rules[directory]
+                rules = self._stack(repo, os.path.dirname(directory)).child(directory)
+            self._stacks[directory] = rules
+        return rules
 
     def skipped(self, absolute: str, is_dir: bool) -> bool:
         """force_exclude's test for a named path: exclude patterns, then .gitignore."""
@@ -215,6 +229,7 @@ class _Walker:
             if key in self.walked:  # reached again through another path or argument
                 continue
             self.walked.add(key)
+            real = os.path.realpath(absolute)  # once per directory, not per file
             try:
                 with os.scandir(absolute) as scan:
                     entries = sorted(scan, key=lambda entry: entry.name)
@@ -223,34 +238,43 @@ class _Walker:
                 continue
             subdirs = []
             for entry in entries:
-                item = self.visit(entry, shown, rules)
+                item = self.visit(entry, shown, real, rules)
                 if item is not None:
                     subdirs.append((*item, ancestors | {key}))
             stack.extend(reversed(subdirs))
 
     def visit(
-        self, entry: "os.DirEntry[str]", parent: Path, rules: Optional[IgnoreRules]
+        self, entry: "os.DirEntry[str]", parent: Path, real_parent: str,
+        rules: Optional[IgnoreRules],
     ) -> Optional[tuple[Path, str, Optional[IgnoreRules]]]:
         """Handle one directory entry; return a subdirectory still to walk."""
-        shown, absolute = parent / entry.name, entry.path  # entry.path is absolute
+        name, absolute = entry.name, entry.path  # entry.path is absolute
         try:
             is_dir = entry.is_dir()  # follows symlinks; FileNotFoundError becomes False
         except OSError as error:  # ELOOP: a symlink chain that never ends
-            if not self.ignored(entry.name, absolute, False, rules):
-                self.problems.append(Problem(str(shown), _message(error)))
+            if not self.ignored(name, absolute, False, rules):
+                self.problems.append(Problem(str(parent / name), _message(error)))
             return None
         if is_dir:
-            if entry.name == ".git" or os.path.isfile(os.path.join(absolute, _VENV_MARKER)):
+            if name == ".git" or os.path.isfile(os.path.join(absolute, _VENV_MARKER)):
                 return None
-            if self.ignored(entry.name, absolute, True, rules):
+            if self.ignored(name, absolute, True, rules):
                 return None
-            return shown, absolute, rules.child(absolute) if rules is not None else None
-        if not entry.name.endswith(".py") or self.ignored(entry.name, absolute, False, rules):
+            if rules is not None:
+                if os.path.lexists(os.path.join(absolute, ".git")):
+                    rules = IgnoreRules.for_root(absolute)  # a nested repository's own rules
+                else:
+                    rules = rules.child(absolute)
+            return parent / name, absolute, rules
+        if not name.endswith(".py") or self.ignored(name, absolute, False, rules):
             return None
-        if entry.is_file():
-            self.add(shown, absolute)
-        elif entry.is_symlink():  # dangling link to a would-be Python file
-            self.problems.append(Problem(str(shown), os.strerror(errno.ENOENT)))
+        if entry.is_symlink():
+            if entry.is_file():
+                self.add(parent / name, absolute)
+            else:  # dangling link to a would-be Python file
+                self.problems.append(Problem(str(parent / name), os.strerror(errno.ENOENT)))
+        elif entry.is_file():
+            self.add(parent / name, absolute, os.path.join(real_parent, name))
         return None
 
     def ignored(self, name: str, absolute: str, is_dir: bool, rules: Optional[IgnoreRules]) -> bool:

@@ -14,7 +14,7 @@ import libcst as cst
 
 from . import suppressions
 from .catalogue import RuleSpec, load_catalogue
-from .diagnostics import Applicability, Finding, Severity, Span
+from .diagnostics import Applicability, Edit, Finding, Severity, Span
 from .extract.facts import ModuleFacts
 from .positions import Positions
 from .rules import REGISTRY
@@ -240,6 +240,39 @@ def fix_text(
         current = module.code
     final = lint_text(current, path, codes, options, show_traceback=show_traceback)
     return FixRun(current, applied, final.findings, dropped, final.internal_errors)
+
+
+def attach_edits(text: str, run: LintRun) -> None:
+    """Fill each fix's text edits (for JSON output): the minimal replaced span of the
+    text, found by applying the fix alone and trimming the common prefix and suffix."""
+    if run.module is None:
+        return
+    for finding in run.findings:
+        fix = finding.fix
+        if fix is None or not callable(fix.apply):
+            continue
+        try:
+            new = fix.apply(run.module).code
+        except Exception:
+            continue
+        if new == text:
+            continue
+        start = 0
+        limit = min(len(text), len(new))
+        while start < limit and text[start] == new[start]:
+            start += 1
+        end_old, end_new = len(text), len(new)
+        while end_old > start and end_new > start and text[end_old - 1] == new[end_new - 1]:
+            end_old -= 1
+            end_new -= 1
+        line, column = _line_col(text, start)
+        end_line, end_column = _line_col(text, end_old)
+        fix.edits = [Edit(Span(line, column, end_line, end_column), new[start:end_new])]
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def severity_of(code: str) -> Severity:

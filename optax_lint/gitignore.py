@@ -431,4 +431,7 @@ class IgnoreRules:
         )
 
     def __repr__(self) -> str:
-        return f"IgnoreRules(root={str(self.root)!r}, directory={self._dir!r}, files={len(self._files)})"
+        return (
+            f"IgnoreRules(root={str(self.root)!r}, directory={self._dir!r}, "
+            f"files={len(self._files)})"
+        )

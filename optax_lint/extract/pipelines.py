@@ -19,7 +19,7 @@ import libcst as cst
 from .arguments import BoundArgs, bind
 from .names import NameResolver, lookup
 from .optax_api import CLIP_PRIMITIVES, SINGLE_INNER_WRAPPERS, ApiEntry, ExpansionStep, OptaxApi
-from .values import Unknown, is_known, single_binding, value_of
+from .values import Unknown, sign_of, single_binding, value_of
 from .walker import Binding, CallRecord, RawFacts, Scope
 
 _MAX_DEPTH = 16
@@ -42,6 +42,18 @@ class TxNode:
     slot: Optional[cst.CSTNode] = None
     slot_owner: Optional[cst.Call] = None  # the chain call whose args hold `slot`
     via: list[cst.CSTNode] = field(default_factory=list)  # names followed to reach it
+    parent: Optional["TxNode"] = None  # the wrapper holding this node
+
+    def chain_element(self) -> Optional["TxNode"]:
+        """This node, or the wrapper around it (e.g. masked(...)), as written in a chain."""
+        node: Optional[TxNode] = self
+        while node is not None:
+            if node.slot is not None:
+                return node
+            if node.parent is None or node.parent.short not in ("masked", "apply_if_finite"):
+                return None
+            node = node.parent
+        return None
 
     @property
     def short(self) -> str:
@@ -96,17 +108,36 @@ class Step:
                 flip = True if "flip_sign" not in self.const and not _given(self, "flip_sign") else None
             if flip is None:
                 return None
-            lr_sign = _sign(self.arg_value("learning_rate"), self)
+            lr_sign = self.arg_sign("learning_rate")
             if lr_sign is None:
                 return bool(flip)  # an unknown LR is a positive LR in every real script
             return bool(flip) != (lr_sign < 0)
         if p == "scale":
-            sign = _sign(self.arg_value("step_size"), self)
+            sign = self.arg_sign("step_size")
             return None if sign is None else sign < 0
         if p == "scale_by_schedule":
             sign = _sign_of_schedule_expr(self)
             return None if sign is None else sign < 0
         return False
+
+    def arg_sign(self, name: str) -> Optional[int]:
+        """Sign of the value this primitive receives for `name` (see values.sign_of)."""
+        if name in self.const:
+            value = self.const[name]
+            return None if not isinstance(value, (int, float)) else (value > 0) - (value < 0)
+        origin = self.origin
+        if origin.args is None:
+            return None
+        alias_name = self.passed.get(name) if self.passed else name
+        if alias_name is None:
+            return None
+        expr = origin.args.expr(alias_name)
+        if expr is None:
+            return _sign(origin.args.value(alias_name), self)
+        schedule = self.schedules(expr, origin.scope) if self.schedules is not None else None
+        if schedule is not None:
+            return schedule.sign()
+        return sign_of(expr, origin.scope)
 
     @property
     def is_lr_step(self) -> bool:
@@ -245,6 +276,11 @@ class PipelineBuilder:
         return node
 
     def _fill_wrapper(self, node: TxNode, depth: int) -> None:
+        self._fill_children(node, depth)
+        for child in node.children:
+            child.parent = node
+
+    def _fill_children(self, node: TxNode, depth: int) -> None:
         short = node.short
         args = node.args
         assert args is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -51,8 +52,8 @@ def single_binding(name: str, scope: Scope) -> tuple[Optional[Binding], str]:
     binding = bindings[0]
     if binding.kind not in ("assign", "annassign", "unpack") or binding.value is None:
         return None, f"'{name}' is a {binding.kind}, not a plain assignment"
-    if binding.conditional or binding.in_loop:
-        return None, f"'{name}' is assigned conditionally"
+    # A name bound once, even under an `if`, can only ever hold that value: where the
+    # branch was not taken, using it raises NameError rather than giving another value.
     return binding, ""
 
 
@@ -183,3 +184,39 @@ def _unescape(raw: str) -> str:
     if "\\" not in raw:
         return raw
     return raw.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+_LR_NAME = re.compile(r"(^|_)(lr|learning_rate|step_size|eta|peak_lr|base_lr|init_lr|max_lr)($|_)", re.IGNORECASE)
+
+
+def sign_of(expr: Optional[cst.BaseExpression], scope: Scope, _depth: int = 0) -> Optional[int]:
+    """-1, 0 or +1 when the sign of `expr` is known, else None.
+
+    Beyond static values, this knows two facts of every real training script: a
+    parameter's literal default shows its sign, and a variable named like a
+    learning rate (`lr`, `learning_rate`, `config.base_lr`) is positive, so
+    `optax.scale(-learning_rate)` descends.
+    """
+    if expr is None or _depth > 12:
+        return None
+    value = value_of(expr, scope)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (value > 0) - (value < 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = sign_of(expr.expression, scope, _depth + 1)
+        return None if inner is None else -inner
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide, cst.FloorDivide)):
+        left, right = sign_of(expr.left, scope, _depth + 1), sign_of(expr.right, scope, _depth + 1)
+        return None if left is None or right is None else left * right
+    if isinstance(expr, cst.Name):
+        _, bindings = lookup(expr.value, scope)
+        if len(bindings) == 1 and bindings[0].kind == "param":
+            default = bindings[0].node.default
+            if default is not None:
+                return sign_of(default, bindings[0].scope, _depth + 1)
+        if len(bindings) == 1 and bindings[0].kind in ("assign", "annassign") and bindings[0].value is not None:
+            return sign_of(bindings[0].value, bindings[0].scope, _depth + 1)
+        return 1 if _LR_NAME.search(expr.value) else None
+    if isinstance(expr, cst.Attribute):
+        return 1 if _LR_NAME.search(expr.attr.value) else None
+    return None

@@ -22,9 +22,13 @@ def _first_lr_step(sequence: list[Step]) -> Optional[int]:
 
 
 def _chain_slot(node: TxNode) -> Optional[tuple[cst.Call, cst.Arg]]:
-    """The chain call and argument holding `node`, when it is written as a plain argument."""
-    if isinstance(node.slot, cst.Arg) and node.slot_owner is not None and not node.slot.star:
-        return node.slot_owner, node.slot
+    """The chain call and argument holding `node` (or its masked(...) wrapper), when it
+    is written as a plain argument of the chain."""
+    element = node.chain_element()
+    if element is None or element.conditional:
+        return None
+    if isinstance(element.slot, cst.Arg) and element.slot_owner is not None and not element.slot.star:
+        return element.slot_owner, element.slot
     return None
 
 
@@ -118,15 +122,23 @@ class DecayAfterLrScaling(Rule):
         """chain(adam(lr), add_decayed_weights(wd[, mask])) -> chain(adamw(lr, weight_decay=wd[, mask=...]))."""
         assert decay.args is not None and adam.args is not None
         wd = decay.args.expr("weight_decay")
-        if wd is None or adam.args.has_star:
+        if wd is None or adam.args.has_star or decay.args.has_star:
             return None, None
+        mask = decay.args.expr("mask")
+        element = decay.chain_element()
+        if element is not decay:
+            # masked(add_decayed_weights(wd), m) carries its mask on the wrapper.
+            if element is None or element.short != "masked" or mask is not None or element.args is None:
+                return None, None
+            mask = element.args.expr("mask")
+            if mask is None:
+                return None, None
         func = adam.call.func
         if isinstance(func, cst.Attribute):
             new_func = func.with_changes(attr=cst.Name("adamw"))
         else:
             return None, None  # `from optax import adam`: adamw may not be imported
         new_adam = fixes.add_keyword(adam.call.with_changes(func=new_func), "weight_decay", wd)
-        mask = decay.args.expr("mask")
         if mask is not None:
             new_adam = fixes.add_keyword(new_adam, "mask", mask)
         without = fixes.remove_arg(chain_call, decay_arg)
