@@ -94,9 +94,11 @@ def run_rules(
     options: dict[str, dict],
     *,
     show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
 ) -> tuple[list[Finding], int]:
     catalogue = load_catalogue()
-    facts = ModuleFacts(module, path)
+    facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
     positions = Positions(module)
     findings: list[Finding] = []
     internal = 0
@@ -134,6 +136,8 @@ def lint_text(
     options: Optional[dict[str, dict]] = None,
     *,
     show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
 ) -> LintRun:
     options = options or {}
     rule_codes = {c for c in codes if c in REGISTRY}
@@ -146,7 +150,9 @@ def lint_text(
     module, error = parse(text, path)
     if module is None:
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
-    findings, internal = run_rules(module, text, path, rule_codes, options, show_traceback=show_traceback)
+    findings, internal = run_rules(
+        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root
+    )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)
     return LintRun(findings, module, internal)
@@ -193,6 +199,8 @@ def fix_text(
     *,
     unsafe: bool = False,
     show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
@@ -205,7 +213,7 @@ def fix_text(
     dropped_keys: set[tuple] = set()
     current = text
     for _ in range(MAX_FIX_ROUNDS):
-        run = lint_text(current, path, codes, options, show_traceback=show_traceback)
+        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
         candidates = [
             f for f in run.findings
             if f.fixable(unsafe) and (f.code, f.message, f.span.line) not in dropped_keys
@@ -238,7 +246,7 @@ def fix_text(
         if not changed:
             break
         current = module.code
-    final = lint_text(current, path, codes, options, show_traceback=show_traceback)
+    final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
     return FixRun(current, applied, final.findings, dropped, final.internal_errors)
 
 

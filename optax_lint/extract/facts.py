@@ -20,14 +20,42 @@ from .walker import CallRecord, RawFacts, Scope, collect
 
 
 class ModuleFacts:
-    def __init__(self, module: cst.Module, path: str = "<string>", api: Optional[OptaxApi] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        path: str = "<string>",
+        api: Optional[OptaxApi] = None,
+        *,
+        declared_context: Optional[dict] = None,
+        root: Optional[str] = None,
+        text: Optional[str] = None,
+    ) -> None:
         self.module = module
         self.path = path
         self.api = api or load_api()
+        # Run context declared on the command line or in config: {field: (value, source)}.
+        self.declared_context = declared_context or {}
+        self.root = root  # the project root (config directory), for cross-file reads
+        self.text = text  # the source text, for comment pragmas
+        self._memo: dict[str, object] = {}
         self.raw: RawFacts = collect(module)
         self.names = NameResolver(self.api)
         self.builder = PipelineBuilder(self.raw, self.api, self.names)
         self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names)
+
+    def memo(self, key: str, compute):
+        """Per-module cache for facts derived in other modules (rule families'
+        own extractors), so they are computed once however many rules read them."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
+
+    @functools.cached_property
+    def run_context(self):
+        """What is being trained (arch, steps, batch, ...), with provenance."""
+        from .context import build_run_context
+
+        return build_run_context(self)
 
     # -- names ------------------------------------------------------------
     def canonical(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:

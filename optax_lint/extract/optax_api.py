@@ -24,7 +24,6 @@ SINGLE_INNER_WRAPPERS = {
     "lookahead": "fast_optimizer",
     "conditionally_mask": "inner",
     "conditionally_transform": "inner",
-    "skip_not_finite": None,
 }
 
 
@@ -34,6 +33,9 @@ class ExpansionStep:
     passed: dict[str, str] = field(default_factory=dict)  # primitive param -> alias param
     const: dict[str, Any] = field(default_factory=dict)
     when: Optional[dict[str, str]] = None
+    negated: dict[str, str] = field(default_factory=dict)  # primitive param -> -alias param (sm3)
+    derived: tuple[str, ...] = ()  # primitive params computed from alias args (value unknown)
+    masked: bool = False  # the alias wraps this step in masked(...)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class ApiEntry:
     needs_params: bool
     needs_value: bool
     expansion: tuple[ExpansionStep, ...]
+    branches: dict[str, tuple[ExpansionStep, ...]] = field(default_factory=dict)  # partition aliases (contrib.muon)
 
     @property
     def short(self) -> str:
@@ -60,6 +63,21 @@ class ApiEntry:
         if param in self.none_defaults:
             return None
         raise KeyError(param)
+
+
+def _steps(raw_steps) -> tuple[ExpansionStep, ...]:
+    return tuple(
+        ExpansionStep(
+            s["step"],
+            dict(s.get("pass", {})),
+            dict(s.get("const", {})),
+            s.get("when"),
+            negated=dict(s.get("pass_negated", {})),
+            derived=tuple(s.get("derived", {})),
+            masked=bool(s.get("masked")),
+        )
+        for s in raw_steps
+    )
 
 
 class OptaxApi:
@@ -78,10 +96,8 @@ class OptaxApi:
                 none_defaults=tuple(raw.get("none_defaults", ())),
                 needs_params=bool(raw.get("needs_params", False)),
                 needs_value=bool(raw.get("needs_value", False)),
-                expansion=tuple(
-                    ExpansionStep(s["step"], dict(s.get("pass", {})), dict(s.get("const", {})), s.get("when"))
-                    for s in raw.get("expansion", ())
-                ),
+                expansion=_steps(raw.get("expansion", ())),
+                branches={label: _steps(steps) for label, steps in raw.get("branches", {}).items()},
             )
             self.entries[key] = entry
             self.homes[f"optax.{key}"] = key

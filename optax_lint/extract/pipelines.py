@@ -78,6 +78,8 @@ class Step:
     passed: dict[str, str] = field(default_factory=dict)
     masked: bool = False
     maybe: bool = False  # presence depends on an unknown value or a branch
+    negated: dict[str, str] = field(default_factory=dict)  # primitive param -> -alias param
+    derived: tuple[str, ...] = ()
     schedules: Optional[Callable] = None  # expr, scope -> Schedule | None
 
     def arg_value(self, name: str) -> Any:
@@ -85,8 +87,11 @@ class Step:
         if name in self.const:
             return self.const[name]
         origin = self.origin
-        if origin.args is None:
-            return Unknown("no arguments")
+        if origin.args is None or name in self.derived:
+            return Unknown("no arguments" if origin.args is None else f"{name} is computed by {origin.short}")
+        if name in self.negated:
+            value = origin.args.value(self.negated[name])
+            return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else Unknown("negated")
         if self.passed:
             if name not in self.passed:
                 return Unknown(f"'{name}' not passed by {origin.short}")
@@ -126,8 +131,11 @@ class Step:
             value = self.const[name]
             return None if not isinstance(value, (int, float)) else (value > 0) - (value < 0)
         origin = self.origin
-        if origin.args is None:
+        if origin.args is None or name in self.derived:
             return None
+        if name in self.negated:
+            inner = Step(self.primitive, origin, passed={name: self.negated[name]}, schedules=self.schedules).arg_sign(name)
+            return None if inner is None else -inner
         alias_name = self.passed.get(name) if self.passed else name
         if alias_name is None:
             return None
@@ -213,7 +221,7 @@ class PipelineBuilder:
     def is_transform_call(self, call: cst.Call, scope: Scope) -> bool:
         if self.transform_entry(call, scope) is not None:
             return True
-        return self._inject_inner(call, scope) is not None
+        return self.inject_inner(call, scope) is not None
 
     def build(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> TxNode:
         if depth > _MAX_DEPTH:
@@ -234,7 +242,7 @@ class PipelineBuilder:
         return TxNode("<unknown>", "unknown", None, scope, reason=f"{type(expr).__name__} expression")
 
     # -- calls ------------------------------------------------------------
-    def _inject_inner(self, call: cst.Call, scope: Scope) -> Optional[ApiEntry]:
+    def inject_inner(self, call: cst.Call, scope: Scope) -> Optional[ApiEntry]:
         """`inject_hyperparams(optax.adamw)(...)` -> the entry of adamw."""
         if not isinstance(call.func, cst.Call):
             return None
@@ -250,7 +258,7 @@ class PipelineBuilder:
         return inner
 
     def _build_call(self, call: cst.Call, scope: Scope, depth: int) -> TxNode:
-        inner_entry = self._inject_inner(call, scope)
+        inner_entry = self.inject_inner(call, scope)
         if inner_entry is not None:
             outer_entry = self.api.entry(self.names.canonical(call.func.func, scope))
             if inner_entry.kind == "unknown":
@@ -428,17 +436,27 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
         return [[Step(node.key, node, masked=masked, maybe=node.conditional)]]
     if node.kind == "alias":
         entry = node.entry
-        if entry is None or not entry.expansion:
+        if entry is None or not (entry.expansion or entry.branches):
             return [[Step("<unknown>", node, masked=masked, maybe=node.conditional)]]
-        steps = []
-        for spec in entry.expansion:
-            present = _condition(spec, node)
-            if present is False:
-                continue
-            steps.append(
-                Step(spec.step, node, dict(spec.const), dict(spec.passed), masked=masked, maybe=present is None or node.conditional)
-            )
-        return [steps]
+        specs_list = list(entry.branches.values()) if entry.branches else [entry.expansion]
+        out = []
+        for specs in specs_list:
+            steps = []
+            for spec in specs:
+                present = _condition(spec, node)
+                if present is False:
+                    continue
+                steps.append(
+                    Step(
+                        spec.step, node, dict(spec.const), dict(spec.passed),
+                        masked=masked or spec.masked,
+                        maybe=present is None or node.conditional,
+                        negated=dict(spec.negated),
+                        derived=spec.derived,
+                    )
+                )
+            out.append(steps)
+        return out
     # wrappers
     short = node.short
     if short in ("chain", "named_chain"):

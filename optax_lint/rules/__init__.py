@@ -1,4 +1,12 @@
-"""Rule implementations, one module per family; importing them fills REGISTRY."""
+"""Rule implementations, one module per family. Every module in this package is
+imported here, which fills REGISTRY through the @register decorator; adding a rule
+family is adding a module."""
+
+import importlib
+import pkgutil
 
 from .base import REGISTRY, Rule, register  # noqa: F401
-from . import chain_order, construction  # noqa: F401  (registration side effect)
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _module != "base":
+        importlib.import_module(f"{__name__}.{_module}")

@@ -56,7 +56,7 @@ class PositionalHyperparameters(Rule):
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
         for record in facts.raw.calls:
-            entry = facts.builder.transform_entry(record.node, record.scope)
+            entry = facts.builder.transform_entry(record.node, record.scope) or facts.builder.inject_inner(record.node, record.scope)
             if entry is None or entry.kind != "alias" or len(entry.params) < 2 or entry.params[1] != "b1":
                 continue
             positional = [a for a in record.node.args if a.keyword is None and not a.star]
