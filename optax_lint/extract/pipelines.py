@@ -209,6 +209,9 @@ class PipelineBuilder:
         self.api = api
         self.names = names
         self._appends: Optional[dict[tuple[int, str], list[CallRecord]]] = None
+        # Source order of calls (the walker records them in order), to tell appends
+        # made before a chain(*list) call from those made after it.
+        self._order = {id(r.node): i for i, r in enumerate(raw.calls)}
 
     # -- entry points -----------------------------------------------------
     def transform_entry(self, call: cst.Call, scope: Scope) -> Optional[ApiEntry]:
@@ -267,7 +270,11 @@ class PipelineBuilder:
                 child = TxNode(inner_entry.key, inner_entry.kind, call, scope, bind(call, scope, inner_entry), inner_entry)
                 if inner_entry.kind == "wrapper":
                     self._fill_wrapper(child, depth)
-            return TxNode(outer_entry.key, "wrapper", call.func, scope, bind(call.func, scope, outer_entry), outer_entry, children=[child])
+            # The wrapper node stands for the whole `inject_hyperparams(f)(...)` expression
+            # (so it is one pipeline root); its own arguments come from the inner call.
+            wrapper = TxNode(outer_entry.key, "wrapper", call, scope, bind(call.func, scope, outer_entry), outer_entry, children=[child])
+            child.parent = wrapper
+            return wrapper
         # MultiSteps(...).gradient_transformation()
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "gradient_transformation" and isinstance(call.func.value, cst.Call):
             return self.build(call.func.value, scope, depth + 1)
@@ -341,7 +348,7 @@ class PipelineBuilder:
             if arg.keyword is not None:
                 continue
             if arg.star == "*":
-                out.extend(self._star_elements(arg.value, scope, depth))
+                out.extend(self._star_elements(arg.value, scope, depth, call))
             elif arg.star == "**":
                 out.append(TxNode("<unknown>", "unknown", None, scope, reason="** arguments"))
             else:
@@ -350,7 +357,7 @@ class PipelineBuilder:
                 out.append(child)
         return out
 
-    def _star_elements(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[TxNode]:
+    def _star_elements(self, expr: cst.BaseExpression, scope: Scope, depth: int, consumer: Optional[cst.Call] = None) -> list[TxNode]:
         if isinstance(expr, (cst.List, cst.Tuple)):
             return [self.build(e.value, scope, depth + 1) for e in expr.elements if not isinstance(e, cst.StarredElement)]
         if not isinstance(expr, cst.Name):
@@ -361,7 +368,10 @@ class PipelineBuilder:
             return [TxNode("<unknown>", "unknown", None, scope, reason=f"'{expr.value}' is not a list built in this function")]
         base = lists[0]
         out = [self.build(e.value, owner, depth + 1) for e in base.value.elements if not isinstance(e, cst.StarredElement)]
+        limit = self._order.get(id(consumer)) if consumer is not None else None
         for record in self._list_mutations(owner, expr.value):
+            if limit is not None and self._order.get(id(record.node), -1) > limit and record.scope is owner:
+                continue  # appended after the chain was built: not part of it
             method = record.node.func.attr.value
             if not record.node.args:
                 continue

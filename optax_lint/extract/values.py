@@ -210,12 +210,20 @@ def sign_of(expr: Optional[cst.BaseExpression], scope: Scope, _depth: int = 0) -
         return None if left is None or right is None else left * right
     if isinstance(expr, cst.Name):
         _, bindings = lookup(expr.value, scope)
-        if len(bindings) == 1 and bindings[0].kind == "param":
-            default = bindings[0].node.default
-            if default is not None:
-                return sign_of(default, bindings[0].scope, _depth + 1)
-        if len(bindings) == 1 and bindings[0].kind in ("assign", "annassign") and bindings[0].value is not None:
-            return sign_of(bindings[0].value, bindings[0].scope, _depth + 1)
+        signs = set()
+        for binding in bindings:
+            if binding.kind == "param":
+                default = binding.node.default
+                parent = binding.scope.parent or binding.scope
+                signs.add(sign_of(default, parent, _depth + 1) if default is not None else None)
+            elif binding.kind in ("assign", "annassign") and binding.value is not None and not binding.index:
+                signs.add(sign_of(binding.value, binding.scope, _depth + 1))
+            else:
+                signs.add(None)
+        if len(signs) == 1 and None not in signs:
+            return signs.pop()
+        if signs - {None}:
+            return None  # assignments disagree, or some are unknown while others are not
         return 1 if _LR_NAME.search(expr.value) else None
     if isinstance(expr, cst.Attribute):
         return 1 if _LR_NAME.search(expr.attr.value) else None

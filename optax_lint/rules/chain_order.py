@@ -195,6 +195,8 @@ class ChainNeverDescends(Rule):
                 signs = [step.negates() for step in sequence]
                 if not sequence or any(s is None for s in signs) or any(step.maybe for step in sequence):
                     continue
+                if not any(_moves_params(step) for step in sequence) or any(_zeroes(step) for step in sequence):
+                    continue  # a lone clip handed to user code, or a frozen branch: nothing climbs
                 flips = sum(1 for s in signs if s)
                 if flips % 2 == 0:
                     ctx.report(
@@ -204,6 +206,20 @@ class ChainNeverDescends(Rule):
                         related=[],
                     )
                     break
+
+
+def _moves_params(step: Step) -> bool:
+    """A step that turns gradients into a step size (a preconditioner, momentum, a scale)."""
+    return step.primitive.startswith("scale") or step.primitive in ("trace", "ema")
+
+
+def _zeroes(step: Step) -> bool:
+    if step.primitive in ("set_to_zero", "transforms.freeze", "freeze"):
+        return True
+    if step.primitive == "scale":
+        value = step.arg_value("step_size")
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+    return False
 
 
 def _fmt(value) -> str:
