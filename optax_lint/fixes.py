@@ -113,3 +113,197 @@ def _separator(call: cst.Call):
     if isinstance(ws, cst.ParenthesizedWhitespace):
         return ws.with_changes(first_line=cst.TrailingWhitespace())
     return cst.SimpleWhitespace(" ")
+
+
+def add_dict_element(node: cst.Dict, key: cst.BaseExpression, value: cst.BaseExpression) -> cst.Dict:
+    """Append `key: value` to a dict literal, following its layout (one line or one
+    entry per line); the last entry keeps its end-of-line comment."""
+    elements = list(node.elements)
+    new = cst.DictElement(
+        key=key,
+        value=value,
+        whitespace_before_colon=cst.SimpleWhitespace(""),
+        whitespace_after_colon=cst.SimpleWhitespace(" "),
+    )
+    if not elements:
+        return node.with_changes(elements=[new])
+    last = elements[-1]
+    separator: object = cst.SimpleWhitespace(" ")
+    opening = node.lbrace.whitespace_after
+    candidates = [e.comma.whitespace_after for e in elements[:-1] if isinstance(e.comma, cst.Comma)] + [opening]
+    for ws in candidates:
+        if isinstance(ws, cst.ParenthesizedWhitespace):
+            separator = ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+            break
+    closing = node.rbrace.whitespace_before
+    rbrace = node.rbrace
+    if isinstance(separator, cst.ParenthesizedWhitespace) and isinstance(closing, cst.ParenthesizedWhitespace):
+        # One entry per line: the last entry's end-of-line comment stays on its line.
+        own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else cst.SimpleWhitespace("")
+        first_line = closing.first_line
+        if isinstance(own, cst.SimpleWhitespace) and own.value and not first_line.whitespace.value:
+            first_line = first_line.with_changes(whitespace=own)
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=separator.with_changes(first_line=first_line)))
+        if isinstance(last.comma, cst.Comma):
+            new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace("")))
+        rbrace = rbrace.with_changes(whitespace_before=closing.with_changes(first_line=cst.TrailingWhitespace()))
+    elif isinstance(last.comma, cst.Comma):
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=separator))  # type: ignore[arg-type]
+        new = new.with_changes(comma=last.comma)
+    else:
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=separator))  # type: ignore[arg-type]
+    elements.append(new)
+    return node.with_changes(elements=elements, rbrace=rbrace)
+
+
+def assign_discarded(statement: cst.Expr, target: cst.BaseAssignTargetExpression) -> ModuleEdit:
+    """`f(x)` as a statement -> `target = f(x)` (the semicolon, if any, is kept)."""
+    new = cst.Assign(targets=[cst.AssignTarget(target=target)], value=statement.value, semicolon=statement.semicolon)
+    return replace(statement, new)
+
+
+def insert_positional(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
+    """Add `value` as the next positional argument (before any keyword argument),
+    following the call's layout: `tx.update(g, s)` -> `tx.update(g, s, params)`."""
+    args = list(call.args)
+    index = 0
+    while index < len(args) and args[index].keyword is None and not args[index].star:
+        index += 1
+    new = cst.Arg(value=value)
+    if index == len(args):
+        if args:
+            last = args[-1]
+            if isinstance(last.comma, cst.Comma):
+                new = new.with_changes(comma=last.comma)
+                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_separator(call)))
+            else:
+                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new)
+    else:
+        args.insert(index, new.with_changes(comma=cst.Comma(whitespace_after=_separator(call))))
+    return call.with_changes(args=args)
+
+
+def _blocks(parent: cst.CSTNode):
+    """The indented blocks directly owned by a compound statement."""
+    for name in ("body", "orelse", "finalbody"):
+        part = getattr(parent, name, None)
+        if isinstance(part, cst.IndentedBlock):
+            yield part
+        elif part is not None and isinstance(getattr(part, "body", None), cst.IndentedBlock):
+            yield part.body  # Else / Finally
+    for handler in getattr(parent, "handlers", ()) or ():
+        if isinstance(handler.body, cst.IndentedBlock):
+            yield handler.body
+    for case in getattr(parent, "cases", ()) or ():
+        if isinstance(case.body, cst.IndentedBlock):
+            yield case.body
+
+
+def insert_statement_after(parent: cst.CSTNode, statement: cst.BaseStatement, new: cst.BaseStatement) -> ModuleEdit:
+    """Insert `new` right after `statement`, in the block of `parent` (the walker's
+    `parent_stmt` of the statement, or the Module) that holds it. The block's
+    indentation applies; nothing else moves."""
+
+    def apply(module: cst.Module) -> cst.Module:
+        def inserted(body):
+            out = []
+            for item in body:
+                out.append(item)
+                if item is statement:
+                    out.append(new)
+            if len(out) == len(body):
+                raise ValueError("statement not found in its block")
+            return out
+
+        if isinstance(parent, cst.Module):
+            if module is not parent and not any(s is statement for s in module.body):
+                raise ValueError("statement not found at module level")
+            return module.with_changes(body=inserted(module.body))
+        for block in _blocks(parent):
+            if any(s is statement for s in block.body):
+                return module.deep_replace(block, block.with_changes(body=inserted(block.body)))
+        raise ValueError("statement not found in its parent")
+
+    return apply
+
+
+_TIGHT = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString)
+
+
+def multiplied(expr: cst.BaseExpression, factor: str) -> cst.BinaryOperation:
+    """`expr * factor`, parenthesising `expr` when it binds looser than `*`."""
+    left = expr
+    tight = isinstance(expr, _TIGHT) or (
+        isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide, cst.FloorDivide))
+    ) or bool(getattr(expr, "lpar", ()))
+    if not tight:
+        left = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BinaryOperation(
+        left=left,
+        operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")),
+        right=cst.parse_expression(factor),
+    )
+
+
+def wrapped_in_call(expr: cst.BaseExpression, func: str) -> cst.Call:
+    """`func(expr)`, the argument's own formatting kept."""
+    return cst.Call(func=cst.parse_expression(func), args=[cst.Arg(value=expr)])
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, edits: dict) -> None:
+        super().__init__()
+        self.edits = edits
+
+    def on_leave(self, original_node, updated_node):
+        edit = self.edits.get(id(original_node))
+        if edit is None:
+            return updated_node
+        return edit[1](updated_node)
+
+
+def rewrite_nodes(edits: Sequence[tuple[cst.CSTNode, Callable]]) -> ModuleEdit:
+    """Several edits applied in one pass (libcst's deep_replace rebuilds the whole tree,
+    so a second deep_replace would no longer find its node). Each edit is a pair
+    (original node, function of the updated node returning its replacement, which may
+    be a FlattenSentinel for statements); nested edits compose."""
+    table = {id(node): (node, edit) for node, edit in edits}
+
+    def apply(module: cst.Module) -> cst.Module:
+        return module.visit(_Rewriter(table))
+
+    return apply
+
+
+def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
+    """Insert `value` as the first positional argument, following the call's layout
+    (one argument per line stays one per line); comments stay where they were."""
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[cst.Arg(value)])
+    new = cst.Arg(value, comma=cst.Comma(whitespace_after=_separator(call)))
+    return call.with_changes(args=[new, *args])
+
+
+class _ReplaceByIdentity(cst.CSTTransformer):
+    def __init__(self, pairs: Sequence[tuple[cst.CSTNode, cst.CSTNode]]) -> None:
+        super().__init__()
+        self._new = {id(old): (old, new) for old, new in pairs}
+
+    def on_leave(self, original_node, updated_node):
+        hit = self._new.get(id(original_node))
+        if hit is not None and hit[0] is original_node:
+            return hit[1]
+        return updated_node
+
+
+def replace_many(pairs: Sequence[tuple[cst.CSTNode, cst.CSTNode]]) -> ModuleEdit:
+    """Replace several nodes in one pass (a chain of `deep_replace` calls would lose the
+    later nodes: every deep_replace rebuilds the tree). The replaced nodes must not
+    contain one another."""
+
+    def apply(module: cst.Module) -> cst.Module:
+        return module.visit(_ReplaceByIdentity(pairs))
+
+    return apply
