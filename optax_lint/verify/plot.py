@@ -1,0 +1,189 @@
+"""`optax-lint schedule train.py`: draw each extracted LR schedule in the terminal.
+
+The schedule is sampled by the verification worker (real optax, built from the
+spec), then drawn as a Unicode line chart with the warmup end, decay end and training
+end marked, so a schedule that ends early or a warmup that is too short shows at a
+glance. `--png FILE` draws the same samples with matplotlib when it is installed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from ..extract.facts import ModuleFacts
+from ..extract.schedules import Schedule
+from ..positions import Positions
+from .spec import NotVerifiable, SpecBuilder
+
+
+@dataclass
+class ScheduleSeries:
+    label: str  # "schedule = warmup_cosine_decay_schedule(...) at train.py:12"
+    steps: list[int]
+    values: list[float]
+    marks: dict[str, int] = field(default_factory=dict)  # "warmup end" -> step
+
+
+def _int(value) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+def schedule_marks(schedule: Schedule) -> dict[str, int]:
+    marks = {}
+    warmup = _int(schedule.value("warmup_steps")) if "warmup_steps" in schedule.entry.params else None
+    if warmup:
+        marks["warmup end"] = warmup
+    if "decay_steps" in schedule.entry.params:
+        decay = _int(schedule.value("decay_steps"))
+        if decay:
+            marks["decay end"] = decay
+    if schedule.key in ("linear_schedule", "polynomial_schedule"):
+        steps = _int(schedule.value("transition_steps"))
+        begin = _int(schedule.value("transition_begin")) or 0
+        if steps:
+            marks["decay end"] = begin + steps
+    if schedule.key == "join_schedules":
+        bounds = schedule.value("boundaries")
+        if isinstance(bounds, (list, tuple)):
+            for i, b in enumerate(bounds):
+                if _int(b) is not None:
+                    marks[f"boundary {i + 1}"] = int(b)
+    return marks
+
+
+def top_level_schedules(facts: ModuleFacts) -> list[Schedule]:
+    """Schedules that are not pieces of a join_schedules."""
+    schedules = facts.schedules
+    pieces = {p.call for s in schedules for p in s.pieces}
+    return [s for s in schedules if s.call not in pieces]
+
+
+def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = None, points: int = 160):
+    """(series, problems): sampled schedules, and why others could not be drawn."""
+    positions = Positions(facts.module)
+    builder = SpecBuilder(facts)
+    series, problems = [], []
+    for schedule in top_level_schedules(facts):
+        span = positions.span(schedule.call)
+        name = schedule.name or schedule.key
+        label = f"{name} = {schedule.key}(...) at {facts.path}:{span.line}"
+        try:
+            spec = builder.build(schedule.call, schedule.scope)
+        except NotVerifiable as exc:
+            problems.append(f"{label}: not drawable: {exc.reason}")
+            continue
+        marks = schedule_marks(schedule)
+        if total_steps:
+            marks["training end"] = total_steps
+        horizon = max(list(marks.values()) + [100])
+        horizon = int(horizon * 1.1) if not total_steps else max(horizon, total_steps)
+        steps = sorted({round(i * horizon / (points - 1)) for i in range(points)} | set(marks.values()))
+        response = worker.request({"op": "schedule", "spec": spec, "steps": steps})
+        if "samples" not in response:
+            problems.append(f"{label}: {response.get('error', 'could not be sampled')}")
+            continue
+        series.append(ScheduleSeries(label, steps, response["samples"], marks))
+    return series, problems
+
+
+def _fmt(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e4 or abs(value) < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.4g}"
+
+
+def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> str:
+    """An asciichart-style line chart: one column per step bucket, box-drawing joins."""
+    values = series.values
+    steps = series.steps
+    last = steps[-1] or 1
+    columns = []
+    for c in range(width):
+        target = c * last / (width - 1)
+        index = min(range(len(steps)), key=lambda i: abs(steps[i] - target))
+        columns.append(values[index])
+    finite = [v for v in columns if math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if hi == lo:
+        hi = lo + (abs(lo) or 1.0)
+
+    def row(v: float) -> int:
+        return round((v - lo) / (hi - lo) * (height - 1)) if math.isfinite(v) else 0
+
+    grid = [[" "] * width for _ in range(height)]
+    rows = [row(v) for v in columns]
+    for x in range(width):
+        y = rows[x]
+        if x == 0:
+            grid[y][x] = "─"
+            continue
+        prev = rows[x - 1]
+        if y == prev:
+            grid[y][x] = "─"
+        elif y > prev:
+            grid[prev][x] = "╯"
+            grid[y][x] = "╭"
+            for k in range(prev + 1, y):
+                grid[k][x] = "│"
+        else:
+            grid[prev][x] = "╮"
+            grid[y][x] = "╰"
+            for k in range(y + 1, prev):
+                grid[k][x] = "│"
+    labelled = (0, (height - 1) // 2, height - 1)
+    labels = {r: _fmt(lo + (hi - lo) * r / (height - 1)) for r in labelled}
+    label_width = max(len(text) for text in labels.values())
+    lines = [series.label]
+    for r in range(height - 1, -1, -1):
+        label = labels.get(r, "")
+        lines.append(f"{label:>{label_width}} ┤{''.join(grid[r])}")
+    axis = [" "] * width
+    legend = []
+    for name, step in sorted(series.marks.items(), key=lambda kv: kv[1]):
+        x = min(width - 1, round(step / last * (width - 1)))
+        axis[x] = "┬"
+        index = steps.index(step) if step in steps else min(range(len(steps)), key=lambda i: abs(steps[i] - step))
+        legend.append(f"{name}: step {step:,} (lr {_fmt(values[index])})")
+    lines.append(" " * label_width + " └" + "".join(axis))
+    lines.append(" " * label_width + f"  0{' ' * (width - 1 - len(f'{last:,}'))}{last:,}")
+    lines.append(" " * label_width + f"  start lr {_fmt(values[0])}; end lr {_fmt(values[-1])}")
+    for item in legend:
+        lines.append(" " * label_width + "  ┬ " + item)
+    return "\n".join(lines) + "\n"
+
+
+def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:
+    """Draw with matplotlib; returns an error message when it is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "--png needs matplotlib: pip install matplotlib"
+    fig, axes = plt.subplots(len(series_list), 1, figsize=(8, 3 * len(series_list)), squeeze=False)
+    for ax, series in zip(axes[:, 0], series_list):
+        ax.plot(series.steps, series.values)
+        for name, step in series.marks.items():
+            ax.axvline(step, linestyle="--", linewidth=0.8)
+            ax.annotate(name, (step, max(series.values)), rotation=90, fontsize=7, va="top")
+        ax.set_title(series.label, fontsize=8)
+        ax.set_xlabel("step")
+        ax.set_ylabel("learning rate")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return None
+
+
+def plot_text(text: str, path: str, worker, **kwargs) -> tuple[list[ScheduleSeries], list[str]]:
+    facts = ModuleFacts(cst.parse_module(text), path, text=text)
+    return collect_series(facts, worker, **kwargs)
