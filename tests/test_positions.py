@@ -1,0 +1,67 @@
+"""Per-statement positions must agree exactly with libcst's whole-module PositionProvider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from optax_lint.extract.walker import walk
+from optax_lint.positions import Positions
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted(p for p in (ROOT / "fixtures").glob("OPX1*/*.py") if not p.name.endswith(".fixed.py"))[:12]
+
+TRICKY = '''\
+# header comment
+
+import optax  # trailing
+
+
+@decorator(1)
+
+@other
+def f(x,
+      y):  # comment
+    return optax.chain(
+        optax.adam(1e-3),  # é ünïcode
+    )
+a = 1; b = optax.sgd(0.1)
+if True: c = optax.adam(2e-3)
+class K:
+    """doc"""
+    tx = optax.adamw(1e-3)
+'''
+
+
+def _expected(module):
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+@pytest.mark.parametrize("text", [TRICKY, TRICKY.replace("\n", "\r\n")] + [p.read_text() for p in SAMPLES])
+def test_local_positions_match_provider(text: str) -> None:
+    module = cst.parse_module(text)
+    expected = _expected(module)
+    positions = Positions(module, text)
+    checked = 0
+    for stmt in module.body:
+        for node in walk(stmt):
+            if isinstance(node, (cst.Call, cst.Name, cst.Arg, cst.SimpleStatementLine, cst.FunctionDef)):
+                rng = expected[node]
+                span = positions.span(node)
+                assert (span.line, span.column, span.end_line, span.end_column) == (
+                    rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1
+                ), cst.Module([]).code_for_node(node)[:60]
+                checked += 1
+    assert checked > 5
+    assert positions._full is None  # never fell back to the whole-module provider
+
+
+def test_fallback_when_ast_cannot_parse() -> None:
+    text = "import optax\ntype Alias = int\ntx = optax.adam(1e-3)\n"  # 3.12 syntax
+    module = cst.parse_module(text)
+    call = module.body[2].body[0].value
+    span = Positions(module, text).span(call)
+    assert (span.line, span.column) == (3, 6)
