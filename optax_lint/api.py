@@ -29,6 +29,8 @@ class RunOptions:
     max_file_bytes: int = 8 * 1024 * 1024
     jobs: int = 1
     with_edits: bool = False  # compute fixes' text edits (JSON output)
+    context: Optional[dict] = None  # run context declared on the command line: {field: value}
+    verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Outcome:
     sources: dict[str, str] = field(default_factory=dict)  # path -> final text, for code frames
     internal_errors: int = 0
     fixed: int = 0
+    verification: list = field(default_factory=list)  # verify.report.PipelineReport, with --verify
 
     @property
     def findings(self) -> list[Finding]:
@@ -53,6 +56,10 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
+    if path.suffix.lower() == ".ipynb":  # named explicitly (directory walks take *.py only)
+        message = "not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
+        result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, message))
+        return result, None, 0
     try:
         source = read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
@@ -62,16 +69,30 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
         result.error = str(exc)
         return result, None, 0
     options_by_code = settings.rule_options
+    declared = _declared_context(path, settings, options)
+    root = str(settings.root)
     if not (options.fix or options.diff):
-        run = engine.lint_text(source.text, shown, codes, options_by_code, show_traceback=options.show_traceback)
+        run = engine.lint_text(
+            source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root
+        )
         if options.with_edits:
             engine.attach_edits(source.text, run)
         result.findings = run.findings
+        if options.verify_worker is not None and run.module is not None:
+            from .verify.report import verify_text
+
+            result.verification = verify_text(source.text, shown, options.verify_worker)
         return result, source.text, run.internal_errors
     fixed = engine.fix_text(
-        source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback
+        source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback,
+        context=declared, root=root,
+        gate=_gate(options, shown),
     )
     result.findings = fixed.findings
+    for refused, evidence in fixed.refused:
+        for finding in result.findings:
+            if finding.code == refused.code and finding.message == refused.message:
+                finding.evidence = {"fix_refused": evidence}
     for dropped in fixed.dropped:
         result.findings.append(
             engine.meta_finding(
@@ -96,9 +117,27 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
                 text = fixed.text
             except SourceError as exc:
                 result.fixed = 0
-                result.findings = engine.lint_text(source.text, shown, codes, options_by_code).findings
+                result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
                 result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)
+
+
+def _gate(options: RunOptions, shown: str):
+    if options.verify_worker is None:
+        return None
+    from .verify.gate import make_gate
+
+    return make_gate(options.verify_worker, shown)
+
+
+def _declared_context(path: Path, settings: Settings, options: RunOptions) -> dict:
+    """Run context declared in config (per-path overrides applied) and on the command line."""
+    from .extract.context import ContextError, declared_for
+
+    try:
+        return declared_for(path, settings, options.context)
+    except ContextError:  # the CLI validates the table first; a library caller gets inference only
+        return {k: (v, "cli", None) for k, v in (options.context or {}).items()}
 
 
 def _read_error_message(exc: SourceError) -> str:
@@ -142,6 +181,7 @@ def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outco
             outcome.sources[result.path] = text
         outcome.internal_errors += internal
         outcome.fixed += result.fixed
+        outcome.verification.extend(getattr(result, "verification", []) or [])
     return outcome
 
 
@@ -152,5 +192,8 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **opti
 
 
 def clear_caches() -> None:
-    """Nothing is cached across files today (the catalogue and optax table are
-    loaded once per process on purpose); kept for the benchmark's protocol."""
+    """Forget the project modules read for run contexts (cached per run). The catalogue
+    and optax table stay: they are loaded once per process on purpose."""
+    from .extract.project_config import clear_cache  # project modules read for the run context
+
+    clear_cache()

@@ -145,3 +145,4 @@ class FileResult:
     fixed: int = 0  # fixes applied (with --fix) or that would apply (with --diff)
     diff: Optional[str] = None  # unified diff (with --diff)
     error: Optional[str] = None  # a read/parse/internal problem already turned into a finding
+    verification: list = field(default_factory=list)  # --verify reports (verify.report.PipelineReport)

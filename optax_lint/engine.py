@@ -8,7 +8,7 @@ import re
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
@@ -47,6 +47,7 @@ class FixRun:
     findings: list[Finding]
     dropped: list[Finding] = field(default_factory=list)
     internal_errors: int = 0
+    refused: list[tuple[Finding, str]] = field(default_factory=list)  # fixes a gate (--verify) rejected
 
 
 def meta_finding(code: str, path: str, message: str, line: int = 1, column: int = 1, end_column: Optional[int] = None) -> Finding:
@@ -61,29 +62,93 @@ def meta_finding(code: str, path: str, message: str, line: int = 1, column: int 
     )
 
 
+_CST_AT = re.compile(r"error at (\d+):(\d+)")
+
+
 def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[Finding]]:
     try:
         return cst.parse_module(text), None
     except cst.ParserSyntaxError as exc:
         message = str(exc.message if hasattr(exc, "message") else exc).strip().splitlines()[0]
-        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", exc.raw_line, exc.raw_column + 1)
+        at = _CST_AT.search(message)  # "parser error: error at 3:4: ..." (0-based column) is exact
+        line, column = (int(at[1]), int(at[2]) + 1) if at else (exc.raw_line, exc.raw_column + 1)
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column)
     except RecursionError:
         return None, meta_finding(SYNTAX_ERROR, path, "SyntaxError: the file is too deeply nested to parse")
     except (MemoryError, ValueError, TypeError) as exc:
         return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: cannot parse: {exc}")
 
 
-def quick_syntax_check(text: str, path: str) -> Optional[Finding]:
-    """Syntax check for files no rule looks at: CPython's parser, confirmed by libcst
-    (which knows newer syntax than the running interpreter may)."""
+# Limits every CPython version enforces. libcst would accept deeper input, but its parse
+# time grows superlinearly with nesting depth (a 1000-deep `[[[...]]]` costs ~4 s, a
+# 200,000-term `1+1+...` line never finishes), so these verdicts are final.
+_CPYTHON_LIMITS = (
+    "too many nested parentheses",
+    "too many levels of indentation",
+    "too many statically nested blocks",
+    "too deeply nested",
+    "too complex",
+)
+
+
+def cpython_check(text: str, path: str) -> tuple[Optional[Finding], bool]:
+    """CPython's own parser first (~0.15x the libcst parse, linear time): returns
+    (syntax-error finding or None, final). `final` means libcst must not be tried:
+    nesting beyond CPython's limits. Other errors may be syntax newer than the running
+    interpreter, which libcst decides; when libcst fails too, CPython's message and
+    position are the ones to report (libcst puts tokenizer errors at 1:1)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(text)
-        return None
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        _, finding = parse(text, path)
-        return finding
+        return None, False
+    except (RecursionError, MemoryError) as exc:  # 3.11: "Parser stack overflowed", AST depth
+        detail = f"the file is too deeply nested to parse ({type(exc).__name__}: {exc})"
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {detail}"), True
+    except SyntaxError as exc:
+        message = (exc.msg or "invalid syntax").strip().splitlines()[0]
+        final = any(limit in message for limit in _CPYTHON_LIMITS)
+        line, column = max(exc.lineno or 1, 1), max(exc.offset or 1, 1)
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column), final
+    except ValueError as exc:  # e.g. NUL bytes (read_source rejects binary files first)
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {exc}"), True
+
+
+def quick_syntax_check(text: str, path: str) -> Optional[Finding]:
+    """Syntax check for files no rule looks at: CPython's parser, confirmed by libcst
+    (which knows newer syntax than the running interpreter may)."""
+    error, final = cpython_check(text, path)
+    if error is None or final:
+        return error
+    module, cst_error = parse(text, path)
+    return None if module is not None else better_syntax_error(error, cst_error)
+
+
+def better_syntax_error(cpython_error: Optional[Finding], cst_error: Optional[Finding]) -> Optional[Finding]:
+    """Both parsers refused the file. CPython's message and position are better (libcst
+    puts tokenizer errors at 1:1), unless CPython may have stopped at syntax newer than
+    itself (`type X = ...` on 3.11 is "invalid syntax") and libcst's parser got further."""
+    if cpython_error is None or cst_error is None:
+        return cpython_error or cst_error
+    newer = cpython_error.message.removeprefix("SyntaxError: ") in _NEWER_SYNTAX_MESSAGES
+    if newer and cst_error.message.startswith("SyntaxError: parser error") and cst_error.span.line > cpython_error.span.line:
+        return cst_error
+    return cpython_error
+
+
+# What CPython 3.10/3.11 say about 3.12-3.14 syntax (PEP 695/696 generics and aliases,
+# PEP 701 f-strings, PEP 750 t-strings, PEP 758 except lists).
+_NEWER_SYNTAX_MESSAGES = frozenset(
+    {"invalid syntax", "expected '('", "f-string: expecting '}'", "multiple exception types must be parenthesized"}
+)
+
+
+def _internal_message(where: str, exc: BaseException, show_traceback: bool) -> str:
+    """`internal error in OPX101 (name): KeyError: 'x'.` then the traceback, or a request for it."""
+    head = f"internal error {where}: {type(exc).__name__}: {exc}."
+    if show_traceback:
+        return head + "\n" + traceback.format_exc().rstrip()
+    return head + " Please report it with the output of --show-traceback."
 
 
 def run_rules(
@@ -98,8 +163,14 @@ def run_rules(
     root: Optional[str] = None,
 ) -> tuple[list[Finding], int]:
     catalogue = load_catalogue()
-    facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
-    positions = Positions(module)
+    try:
+        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
+    except RecursionError:  # the walker recurses into nested scopes (lambdas, defs)
+        return [meta_finding(INTERNAL_ERROR, path, "gave up: the file is too deeply nested to analyse")], 1
+    except Exception as exc:  # the shared extraction failing must not stop the run
+        return [meta_finding(INTERNAL_ERROR, path, _internal_message("while extracting facts", exc, show_traceback))], 1
+    positions = Positions(module, text)
+    facts.positions = positions  # shared with the run context's locations (still lazy)
     findings: list[Finding] = []
     internal = 0
     for code in sorted(codes):
@@ -115,15 +186,8 @@ def run_rules(
             continue
         except Exception as exc:  # one rule failing must not stop the others
             internal += 1
-            detail = traceback.format_exc() if show_traceback else f"{type(exc).__name__}: {exc}"
-            findings.append(
-                meta_finding(
-                    INTERNAL_ERROR,
-                    path,
-                    f"internal error in {code} ({catalogue[code].name}): {detail}. "
-                    + ("" if show_traceback else "Please report it with the output of --show-traceback."),
-                )
-            )
+            where = f"in {code} ({catalogue[code].name})"
+            findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
     return findings, internal
@@ -147,8 +211,10 @@ def lint_text(
         if UNUSED_NOQA in codes and error is None:
             findings += _unused_noqa(suppressions.parse(text), [], path)
         return LintRun(findings, None)
-    module, error = parse(text, path)
+    cpython_error, final = cpython_check(text, path)
+    module, error = (None, cpython_error) if final else parse(text, path)
     if module is None:
+        error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
         module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root
@@ -201,17 +267,29 @@ def fix_text(
     show_traceback: bool = False,
     context: Optional[dict] = None,
     root: Optional[str] = None,
+    gate: Optional[Callable] = None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
-    Within a round, fixes apply one after another to the evolving tree; a fix whose
-    node was rebuilt by an earlier one is left for the next round. A fix that would
-    leave the file unparseable is dropped and reported.
+    In each round every fixable finding's fix is applied on its own to the round's
+    tree; its effect is reduced to one text edit (the span that changed), and all
+    edits that do not overlap are applied together, like ruff's non-overlapping edit
+    sets. Overlapping ones wait for the next round. A fix that would leave the file
+    unparseable is dropped and reported; with a gate (--verify) a fix must also pass
+    verification.
     """
     applied = 0
+    refused: list[tuple[Finding, str]] = []
     dropped: list[Finding] = []
     dropped_keys: set[tuple] = set()
     current = text
+    # A fix must also satisfy CPython's parser when the original did (libcst is laxer).
+    cpython_ok = cpython_check(text, path)[0] is None
+
+    def drop(finding: Finding) -> None:
+        dropped_keys.add((finding.code, finding.message, finding.span.line))
+        dropped.append(finding)
+
     for _ in range(MAX_FIX_ROUNDS):
         run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
         candidates = [
@@ -221,33 +299,89 @@ def fix_text(
         if run.module is None or not candidates:
             break
         module = run.module
-        changed = False
+        edits: list[tuple[int, int, str]] = []
         for finding in candidates:
             try:
                 new_module = finding.fix.apply(module)
+                new_code = _keep_final_cr(current, new_module.code)
             except Exception:
-                dropped_keys.add((finding.code, finding.message, finding.span.line))
-                dropped.append(finding)
+                drop(finding)
                 continue
-            if new_module is module:
-                continue
-            new_code = new_module.code
-            if new_code == module.code:
+            if new_code == current:
                 continue
             try:
                 cst.parse_module(new_code)
+                if cpython_ok and cpython_check(new_code, path)[0] is not None:
+                    raise SyntaxError("the fixed code does not parse with CPython")
             except Exception:
-                dropped_keys.add((finding.code, finding.message, finding.span.line))
-                dropped.append(finding)
+                drop(finding)
                 continue
-            module = new_module
-            applied += 1
-            changed = True
-        if not changed:
+            if gate is not None:
+                # --fix --verify: the fix must repair what the rule protects, measured.
+                accepted, evidence = gate(finding, module, new_module)
+                if not accepted:
+                    dropped_keys.add((finding.code, finding.message, finding.span.line))
+                    refused.append((finding, evidence))
+                    continue
+            edits.append(_text_edit(current, new_code))
+        chosen = _non_overlapping(edits)
+        if not chosen:
             break
-        current = module.code
+        combined = _apply_edits(current, chosen)
+        if len(chosen) > 1:
+            try:
+                cst.parse_module(combined)
+                if cpython_ok and cpython_check(combined, path)[0] is not None:
+                    raise SyntaxError
+            except Exception:
+                chosen = chosen[:1]  # edits that clash together go one per round
+                combined = _apply_edits(current, chosen)
+        applied += len(chosen)
+        current = combined
     final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
-    return FixRun(current, applied, final.findings, dropped, final.internal_errors)
+    return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused)
+
+
+def _keep_final_cr(old: str, new: str) -> str:
+    """libcst 1.9 drops the final newline of a file whose line endings are a bare CR
+    (`parse_module("x = 1\\r").code == "x = 1"`): put it back."""
+    if old.endswith("\r") and new and not new.endswith(("\r", "\n")):
+        return new + "\r"
+    return new
+
+
+def _text_edit(old: str, new: str) -> tuple[int, int, str]:
+    """The single span of `old` that `new` replaces: (start, end, replacement)."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return start, end_old, new[start:end_new]
+
+
+def _non_overlapping(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    chosen: list[tuple[int, int, str]] = []
+    last_end = -1
+    for edit in sorted(edits, key=lambda e: (e[0], e[1])):
+        if edit[0] > last_end or (edit[0] == last_end == edit[1] and False):
+            chosen.append(edit)
+            last_end = edit[1]
+    return chosen
+
+
+def _apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    out = []
+    cursor = 0
+    for start, end, replacement in edits:
+        out.append(text[cursor:start])
+        out.append(replacement)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 def attach_edits(text: str, run: LintRun) -> None:
@@ -260,7 +394,7 @@ def attach_edits(text: str, run: LintRun) -> None:
         if fix is None or not callable(fix.apply):
             continue
         try:
-            new = fix.apply(run.module).code
+            new = _keep_final_cr(text, fix.apply(run.module).code)
         except Exception:
             continue
         if new == text:

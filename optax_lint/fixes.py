@@ -200,15 +200,20 @@ def _blocks(parent: cst.CSTNode):
             yield case.body
 
 
-def insert_statement_after(parent: cst.CSTNode, statement: cst.BaseStatement, new: cst.BaseStatement) -> ModuleEdit:
-    """Insert `new` right after `statement`, in the block of `parent` (the walker's
-    `parent_stmt` of the statement, or the Module) that holds it. The block's
-    indentation applies; nothing else moves."""
+def insert_statement_after(parent: cst.CSTNode, statement: cst.BaseStatement, new: cst.BaseStatement, *, before: bool = False) -> ModuleEdit:
+    """Insert `new` right after (or `before`) `statement`, in the block of `parent`
+    (the walker's `parent_stmt` of the statement, or the Module) that holds it. The
+    block's indentation applies; the anchor keeps its leading comments and blank lines
+    (they move above the new statement when inserting before it)."""
 
     def apply(module: cst.Module) -> cst.Module:
         def inserted(body):
             out = []
             for item in body:
+                if item is statement and before:
+                    out.append(new.with_changes(leading_lines=item.leading_lines))
+                    out.append(item.with_changes(leading_lines=()))
+                    continue
                 out.append(item)
                 if item is statement:
                     out.append(new)

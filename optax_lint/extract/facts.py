@@ -37,6 +37,7 @@ class ModuleFacts:
         self.declared_context = declared_context or {}
         self.root = root  # the project root (config directory), for cross-file reads
         self.text = text  # the source text, for comment pragmas
+        self.positions = None  # set by the engine: source positions, resolved only on demand
         self._memo: dict[str, object] = {}
         self.raw: RawFacts = collect(module)
         self.names = NameResolver(self.api)

@@ -1,0 +1,101 @@
+"""`optax-lint FILE --show-context`: the run context of each file, with provenance.
+
+For every field: its value, where it came from (`file:line`, `declared in
+pyproject.toml`, `declared on the command line`) and the confidence; for unknown
+fields, why. Then the enabled rules that were skipped for want of a field (from each
+rule's `needs_context` in the catalogue), optimizers that cannot be analysed (chosen
+from a config string), and pragma entries that were ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from .extract.context import FIELDS, ContextValue, RunContext
+
+_FIELD_W = 18
+_VALUE_W = 14
+_SOURCE_W = 30
+_CONF_W = 8
+
+
+def format_value(field: str, value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:_}" if abs(value) >= 10_000 else str(value)
+    return str(value)
+
+
+def _row(field: str, value: str, source: str, confidence: str, detail: str) -> str:
+    line = f"  {field:<{_FIELD_W}}{value:<{_VALUE_W}} {source:<{_SOURCE_W}} {confidence:<{_CONF_W}} {detail}"
+    return line.rstrip()
+
+
+def render_context(path: str, context: RunContext, facts, codes: set[str], catalogue: dict) -> str:
+    from .extract.context_infer import not_analysable
+    from .extract.project_config import line_of
+
+    lines = [path]
+    for field in FIELDS:
+        entry: Optional[ContextValue] = context.entry(field)
+        if entry is None or entry.value is None:
+            lines.append(_row(field, "unknown", "", "", context.note(field)))
+            continue
+        confidence = entry.confidence if entry.usable else "low (not used by rules)"
+        detail = entry.detail
+        if entry.usable is False and not detail:
+            detail = context.note(field)
+        lines.append(_row(field, format_value(field, entry.value), entry.where(), confidence, detail))
+    skipped = []
+    for code in sorted(codes):
+        spec = catalogue.get(code)
+        if spec is None or not spec.needs_context:
+            continue
+        missing = context.missing(spec.needs_context)
+        if missing:
+            skipped.append(f"    {code} {spec.name}: needs {', '.join(missing)}")
+    if skipped:
+        lines.append("  skipped for want of context:")
+        lines.extend(skipped)
+    blocked = not_analysable(facts)
+    if blocked:
+        lines.append("  not analysable:")
+        for node, text in blocked:
+            lines.append(f"    {path}:{line_of(facts, node)} {text}")
+    if context.problems:
+        lines.append("  ignored:")
+        for location, message in context.problems:
+            lines.append(f"    {location}: {message}")
+    return "\n".join(lines) + "\n"
+
+
+def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_bytes: int = 8 * 1024 * 1024) -> str:
+    import libcst as cst
+
+    from .api import display_path
+    from .catalogue import load_catalogue
+    from .extract.context import declared_for
+    from .extract.facts import ModuleFacts
+    from .source import SourceError, read_source
+
+    catalogue = load_catalogue()
+    out = []
+    for path in paths:
+        shown = display_path(path)
+        try:
+            source = read_source(path, max_bytes=max_bytes)
+        except SourceError as exc:
+            out.append(f"{shown}\n  cannot read: {exc}\n")
+            continue
+        try:
+            module = cst.parse_module(source.text)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is reported, not raised
+            message = str(getattr(exc, "message", exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            out.append(f"{shown}\n  cannot parse: {message}\n")
+            continue
+        declared = declared_for(path, settings, cli_values)
+        facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=source.text)
+        out.append(render_context(shown, facts.run_context, facts, settings.codes_for_path(path), catalogue))
+    return "\n".join(out)

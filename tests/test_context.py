@@ -1,0 +1,631 @@
+"""The run context: declared values and their precedence, inference from the file,
+cross-file config resolution (read, never imported), bounds, laziness, and the
+`--show-context` report (snapshot-tested on fixtures/projects/lm1b).
+
+Regenerate the snapshots with OPTAX_LINT_UPDATE_SNAPSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from click.testing import CliRunner
+
+from optax_lint import api, engine
+from optax_lint.cli import main
+from optax_lint.config import load_settings
+from optax_lint.extract import project_config
+from optax_lint.extract.context import (
+    ContextError,
+    ContextValue,
+    RunContext,
+    parse_assignments,
+    parse_cli,
+    parse_config_table,
+    parse_pragmas,
+    parse_value,
+)
+from optax_lint.extract.facts import ModuleFacts
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT / "fixtures" / "projects" / "lm1b"
+UPDATE = os.environ.get("OPTAX_LINT_UPDATE_SNAPSHOTS") == "1"
+_EXPECT = re.compile(r"#\s*expect:\s*((?:OPX\d+[,\s]*)+)")
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+
+def run_cli(args, cwd: Path):
+    runner = CliRunner()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, args, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def facts_of(src: str, path: str = "<string>", root=None, context=None) -> ModuleFacts:
+    text = textwrap.dedent(src)
+    return ModuleFacts(cst.parse_module(text), path, declared_context=context, root=root, text=text)
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def project_facts(tmp_path: Path, files: dict[str, str], main_file: str = "train.py") -> ModuleFacts:
+    write(tmp_path, files)
+    path = tmp_path / main_file
+    text = path.read_text()
+    return ModuleFacts(cst.parse_module(text), str(path), root=str(tmp_path), text=text)
+
+
+def value(facts: ModuleFacts, field: str):
+    return facts.run_context.value(field)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    project_config.clear_cache()
+    yield
+    project_config.clear_cache()
+
+
+LINEN_HEAD = """
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+"""
+
+
+# ---------------------------------------------------------------------------
+# --show-context on a realistic multi-file project
+
+
+def _snapshot(path: Path, actual: str) -> None:
+    if UPDATE:
+        path.write_text(actual, encoding="utf-8")
+        return
+    assert path.exists(), f"missing snapshot {path.relative_to(ROOT)}; run with OPTAX_LINT_UPDATE_SNAPSHOTS=1"
+    assert actual == path.read_text(encoding="utf-8"), f"snapshot mismatch for {path.relative_to(ROOT)}"
+
+
+def test_show_context_snapshot_multi_file_project():
+    result = run_cli(["train.py", "sweep.py", "--show-context", "--select", "OPX2"], PROJECT)
+    assert result.exit_code == 0, result.output
+    _snapshot(PROJECT / "show_context.expected", result.output)
+    # Provenance of each kind is present.
+    assert "models.py:" in result.output  # arch read from the imported model module
+    assert "configs/default.py:" in result.output  # steps and sizes from the ml_collections config
+    assert "declared in pyproject.toml" in result.output
+    assert "declared in sweep.py:8" in result.output
+    assert "optimizer chosen from a config string: getattr(optax, args.optimizer)" in result.output
+    assert "OPX204 fine-tune-learning-rate: needs fine_tune" in result.output
+
+
+def test_project_lint_findings_match_markers_and_snapshot():
+    settings = load_settings(start=PROJECT, overrides={"select": ["OPX2"]})
+    old = os.getcwd()
+    os.chdir(PROJECT)
+    try:
+        outcome = api.run([Path("train.py"), Path("sweep.py")], settings, api.RunOptions(jobs=1))
+    finally:
+        os.chdir(old)
+    findings = outcome.findings
+    assert outcome.internal_errors == 0, [f.message for f in findings]
+    for name in ("train.py", "sweep.py"):
+        text = (PROJECT / name).read_text()
+        marked = [n for n, line in enumerate(text.splitlines(), 1) if _EXPECT.search(line) and "OPX2" in line]
+        assert [f.span.line for f in findings if f.path == name] == marked
+    lines = "".join(f"{f.path}:{f.span.line}:{f.span.column} {f.code} {f.message}\n" for f in findings)
+    _snapshot(PROJECT / "lint.expected", lines)
+
+
+def test_cli_context_overrides_everything(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": "[tool.optax-lint]\n[tool.optax-lint.context]\nsteps = 1000\narch = \"cnn\"\n",
+        "train.py": """\
+            # optax-lint: context steps=2_000
+            import optax
+            for step in range(3000):
+                pass
+            """,
+    })
+    out = run_cli(["train.py", "--show-context"], tmp_path).output
+    assert re.search(r"steps\s+2000\s+declared in train.py:1", out)  # pragma over config
+    assert re.search(r"arch\s+cnn\s+declared in pyproject.toml", out)
+    out = run_cli(["train.py", "--show-context", "--context", "steps=5k,arch=transformer"], tmp_path).output
+    assert re.search(r"steps\s+5000\s+declared on the command line", out)
+    assert re.search(r"arch\s+transformer\s+declared on the command line", out)
+
+
+def test_precedence_config_over_inferred_and_inferred_last(tmp_path):
+    loop = """\
+        import optax
+
+        def train_step(state):
+            return state.apply_gradients(grads=None)
+
+        for step in range(3000):
+            state = train_step(state)
+        """
+    write(tmp_path, {"train.py": loop})
+    assert re.search(r"steps\s+3000\s+train.py:6\s+high", run_cli(["train.py", "--show-context"], tmp_path).output)
+    write(tmp_path, {"pyproject.toml": "[tool.optax-lint.context]\nsteps = 1000\n"})
+    assert re.search(r"steps\s+1000\s+declared in pyproject.toml", run_cli(["train.py", "--show-context"], tmp_path).output)
+
+
+def test_config_per_path_overrides(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": textwrap.dedent("""\
+            [tool.optax-lint.context]
+            devices = 8
+            [[tool.optax-lint.context.overrides]]
+            path = "experiments/*.py"
+            devices = 1
+            fine_tune = true
+            """),
+        "train.py": "import optax\n",
+        "experiments/ft.py": "import optax\n",
+    })
+    out = run_cli(["train.py", "experiments/ft.py", "--show-context"], tmp_path).output
+    sections = {block.split("\n", 1)[0]: block for block in out.split("\n\n")}
+    assert re.search(r"devices\s+8\s+declared in pyproject.toml", sections["train.py"])
+    assert re.search(r"devices\s+1\s+declared in pyproject.toml", sections["experiments/ft.py"])
+    assert re.search(r"fine_tune\s+true\s+declared in pyproject.toml", sections["experiments/ft.py"])
+
+
+def test_declared_context_reaches_the_rules(tmp_path):
+    src = "import optax\ntx = optax.adamw(3e-4)\n"
+    write(tmp_path, {"train.py": src})
+    assert run_cli(["train.py", "--select", "OPX201"], tmp_path).exit_code == 0
+    result = run_cli(["train.py", "--select", "OPX201", "--context", "arch=transformer"], tmp_path)
+    assert result.exit_code == 1 and "declared on the command line" in result.output
+    write(tmp_path, {"pyproject.toml": "[tool.optax-lint.context]\narch = \"transformer\"\n"})
+    result = run_cli(["train.py", "--select", "OPX201", "--output-format", "concise"], tmp_path)
+    assert "(declared in pyproject.toml)" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--context", "arch=lstm2"], "--context: arch: expected one of"),
+        (["--context", "steps"], "--context: expected field=value"),
+        (["--context", "mesh=4"], "unknown context field 'mesh'"),
+        (["--context", "steps=-5"], "steps: expected a positive whole number"),
+    ],
+)
+def test_bad_cli_context_is_a_usage_error(tmp_path, args, message):
+    write(tmp_path, {"train.py": "import optax\n"})
+    result = run_cli(["train.py", *args], tmp_path)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_bad_config_context_is_a_config_error(tmp_path):
+    write(tmp_path, {"pyproject.toml": "[tool.optax-lint.context]\nsteps = \"lots\"\n", "train.py": "import optax\n"})
+    result = run_cli(["train.py"], tmp_path)
+    assert result.exit_code == 2
+    assert "pyproject.toml: [tool.optax-lint.context] steps: steps: expected a positive whole number" in result.output
+
+
+# ---------------------------------------------------------------------------
+# Declared values
+
+
+@pytest.mark.parametrize(
+    "field, raw, expected",
+    [
+        ("steps", "50_000", 50_000), ("steps", "5e4", 50_000), ("steps", "50k", 50_000), ("params", "1.3B", 1_300_000_000),
+        ("params", "7b", 7_000_000_000), ("params", 1.5e9, 1_500_000_000), ("devices", 8, 8), ("arch", "Transformer", "transformer"),
+        ("arch", "vit", "transformer"), ("arch", "resnet", "cnn"), ("fine_tune", "yes", True), ("fine_tune", False, False),
+    ],
+)
+def test_parse_value(field, raw, expected):
+    assert parse_value(field, raw) == expected
+
+
+@pytest.mark.parametrize("field, raw", [("steps", "1.5"), ("steps", "0"), ("devices", True), ("fine_tune", "maybe"), ("arch", 3)])
+def test_parse_value_rejects(field, raw):
+    with pytest.raises(ContextError):
+        parse_value(field, raw)
+
+
+def test_parse_assignments_aliases_and_problems():
+    values, problems = parse_assignments("arch=transformer, steps=50_000 batch=4096 accum=4 bogus=1 lone")
+    assert values == {"arch": "transformer", "steps": 50_000, "batch_global": 4096, "grad_accum": 4}
+    assert len(problems) == 2 and "bogus" in problems[0] and "lone" in problems[1]
+    assert parse_cli(["arch=cnn", "devices=4,steps=10"]) == {"arch": "cnn", "devices": 4, "steps": 10}
+
+
+def test_pragmas_are_comments_only_and_located():
+    text = 's = "# optax-lint: context steps=1"\n\n# optax-lint: context arch=transformer steps=50_000  # long run\n'
+    values, problems = parse_pragmas(text, "t.py")
+    assert values["steps"].value == 50_000 and values["steps"].location == "t.py:3"
+    assert values["arch"].where() == "declared in t.py:3"
+    assert problems == []
+
+
+def test_config_table_validation():
+    base, overrides = parse_config_table({"devices": 8, "overrides": [{"path": "a/*", "steps": "20k"}]})
+    assert base == {"devices": 8} and overrides == [("a/*", {"steps": 20_000})]
+    with pytest.raises(ContextError, match="overrides\\[0\\]: expected a `path`"):
+        parse_config_table({"overrides": [{"steps": 1}]})
+
+
+def test_low_confidence_values_are_shown_but_not_used():
+    context = RunContext({"steps": ContextValue(1000, "inferred", "a.py:1", "low", "configs disagree")})
+    assert context.entry("steps").value == 1000
+    assert context.get("steps") is None and context.value("steps") is None
+    assert context.missing(["steps", "arch|steps"]) == ["steps", "arch or steps"]
+    assert RunContext({"arch": ContextValue("unknown", "cli")}).get("arch") is None
+
+
+# ---------------------------------------------------------------------------
+# Inference: architecture
+
+
+@pytest.mark.parametrize(
+    "model, arch",
+    [
+        ("class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(num_heads=2)(x)\n\nM()", "transformer"),
+        ("class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Conv(8, (3, 3))(x)\n\nM()", "cnn"),
+        ("class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.RNN(nn.LSTMCell(8))(x)\n\nM()", "rnn"),
+        ("class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(1)(nn.relu(nn.Dense(8)(x)))\n\nM()", "mlp"),
+        # ViT: a patch-embedding Conv and attention blocks is a Transformer.
+        ("class ViT(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        x = nn.Conv(8, (4, 4))(x)\n        return nn.MultiHeadDotProductAttention(2)(x, x)\n\nViT()", "transformer"),
+        # A hand-written attention class, only Dense layers: recognised by its name.
+        ("class CausalSelfAttention(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(8)(x)\n\nCausalSelfAttention()", "transformer"),
+    ],
+)
+def test_arch_from_linen_models(model, arch):
+    f = facts_of(LINEN_HEAD + model + "\n")
+    assert value(f, "arch") == arch
+
+
+def test_arch_of_nnx_haiku_equinox():
+    nnx = "from flax import nnx\nclass M(nnx.Module):\n    def __init__(self, rngs):\n        self.a = nnx.MultiHeadAttention(2, 8, rngs=rngs)\nM(nnx.Rngs(0))\n"
+    hk = "import haiku as hk\ndef f(x):\n    return hk.MultiHeadAttention(2, 4, w_init_scale=1.0)(x, x, x)\n"
+    eqx = "import equinox as eqx\nclass M(eqx.Module):\n    conv: eqx.nn.Conv2d\n    def __init__(self, key):\n        self.conv = eqx.nn.Conv2d(3, 8, 3, key=key)\nM(None)\n"
+    assert value(facts_of(nnx), "arch") == "transformer"
+    assert value(facts_of(hk), "arch") == "transformer"
+    assert value(facts_of(eqx), "arch") == "cnn"
+
+
+def test_arch_unclear_or_absent_stays_unknown():
+    unet = LINEN_HEAD + (
+        "class UNet(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n"
+        "        x = nn.Conv(8, (3, 3))(x)\n        return nn.SelfAttention(2)(x)\n\nUNet()\n"
+    )
+    f = facts_of(unet)
+    assert f.run_context.get("arch") is None
+    f = facts_of("import optax\nfrom somewhere import build\nmodel = build()\n")
+    assert f.run_context.get("arch") is None
+    assert "no model code" in f.run_context.note("arch")
+
+
+def test_arch_from_imported_project_module_and_by_name(tmp_path):
+    f = project_facts(tmp_path, {
+        "models/__init__.py": "",
+        "models/lm.py": LINEN_HEAD + "class Block(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.MultiHeadDotProductAttention(2)(x, x)\n\n"
+        "class Decoder(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return Block()(x)\n",
+        "train.py": "import optax\nfrom models.lm import Decoder\nmodel = Decoder()\n",
+    })
+    entry = f.run_context.get("arch")
+    assert entry.value == "transformer" and entry.confidence == "high"
+    lm = tmp_path / "models" / "lm.py"
+    line = next(n for n, text in enumerate(lm.read_text().splitlines(), 1) if "MultiHeadDotProductAttention" in text)
+    assert entry.location == f"{project_config._display(str(lm))}:{line}"
+    g = facts_of("import optax\nfrom hub_models import GPT2\nmodel = GPT2()\n")
+    assert g.run_context.get("arch").value == "transformer" and g.run_context.get("arch").confidence == "medium"
+
+
+# ---------------------------------------------------------------------------
+# Inference: steps, devices, batch, grad_accum, fine_tune, params
+
+STEP = """
+import jax
+import optax
+
+def train_step(state, batch):
+    return state.apply_gradients(grads=batch)
+"""
+
+
+@pytest.mark.parametrize(
+    "loop, steps",
+    [
+        ("NUM_STEPS = 10_000\nfor step in range(NUM_STEPS):\n    state = train_step(state, 1)\n", 10_000),
+        ("for step in range(1, 500 + 1):\n    state = train_step(state, 1)\n", 500),
+        ("from tqdm import tqdm\nfor step in tqdm(range(2 * 1024)):\n    state = train_step(state, 1)\n", 2048),
+        ("step = 0\nwhile step < 777:\n    state = train_step(state, 1)\n    step += 1\n", 777),
+        ("for epoch in range(10):\n    for i in range(300):\n        state = train_step(state, 1)\n", 3000),
+        ("steps_per_epoch = 50000 // 128\nfor epoch in range(4):\n    for batch in ds:\n        state = train_step(state, batch)\n", 4 * (50000 // 128)),
+        ("num_train_steps = 12_345\nschedule = optax.cosine_decay_schedule(1e-3, num_train_steps)\n", 12_345),
+        ("num_epochs = 3\nsteps_per_epoch = 1000\n", 3000),
+        # Loop iterations under MultiSteps(k) are micro-batches.
+        ("tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)\nfor i in range(4000):\n    state = train_step(state, 1)\n", 1000),
+    ],
+)
+def test_steps(loop, steps):
+    f = facts_of(STEP + loop)
+    assert value(f, "steps") == steps
+
+
+def test_steps_unknown_when_loops_disagree_or_bound_is_runtime():
+    f = facts_of(STEP + "def a(s):\n    for i in range(10):\n        s = train_step(s, 1)\n\ndef b(s):\n    for i in range(20):\n        s = train_step(s, 1)\n")
+    assert f.run_context.get("steps") is None
+    f = facts_of(STEP + "import sys\nfor i in range(int(sys.argv[1])):\n    state = train_step(state, 1)\n")
+    assert f.run_context.get("steps") is None
+    f = facts_of(STEP + "for i in range(100):\n    evaluate(i)\n")  # no update in the loop
+    assert f.run_context.get("steps") is None
+
+
+def test_devices_and_batch_roles():
+    xla = "import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=4'\nimport jax\n"
+    assert value(facts_of(xla), "devices") == 4
+    mesh = "import jax\nmesh = jax.make_mesh((2, 4), ('data', 'model'))\n"
+    assert value(facts_of(mesh), "devices") == 8
+    pmap = STEP + "batch_size = 256\nper_device = batch_size // jax.device_count()\np_step = jax.pmap(train_step)\nfor i in range(10):\n    state = p_step(state, 1)\n"
+    f = facts_of(pmap)
+    assert f.run_context.get("devices") is None and "known only at run time" in f.run_context.note("devices")
+    assert value(f, "batch_global") == 256 and value(f, "batch_per_device") is None
+    per_device = STEP + "batch_size = 64\nglobal_batch = batch_size * jax.local_device_count()\nfor i in range(10):\n    state = jax.pmap(train_step)(state, 1)\n"
+    f = facts_of(per_device)
+    assert value(f, "batch_per_device") == 64 and value(f, "batch_global") is None
+    f = facts_of(per_device, context={"devices": (8, "cli")})
+    assert value(f, "batch_global") == 512
+    single = STEP + "BATCH_SIZE = 128\nfor i in range(10):\n    state = train_step(state, 1)\n"
+    f = facts_of(single)
+    assert value(f, "devices") == 1 and value(f, "batch_global") == 128 and f.run_context.get("batch_global").confidence == "medium"
+
+
+def test_grad_accum_and_fine_tune():
+    assert value(facts_of("import optax\nk = 8\ntx = optax.MultiSteps(optax.adam(1e-3), k)\n"), "grad_accum") == 8
+    used = "import optax\ntx = optax.adam(1e-3)\nupdates, opt_state = tx.update(grads, opt_state)\n"
+    assert value(facts_of(used), "grad_accum") == 1
+    assert value(facts_of("import optax\ntx = optax.adam(1e-3)\n"), "grad_accum") is None  # built here, used elsewhere
+    assert facts_of("import optax\ntx = optax.MultiSteps(optax.adam(1e-3), lambda s: 4)\n").run_context.get("grad_accum") is None
+    hf = "import optax\nfrom transformers import FlaxBertModel, AutoTokenizer\ntok = AutoTokenizer.from_pretrained('b')\nmodel = FlaxBertModel.from_pretrained('b')\n"
+    entry = facts_of(hf, path="ft.py").run_context.get("fine_tune")
+    assert entry.value is True and entry.location == "ft.py:4"
+    resume = STEP + "from flax.training import checkpoints\nstate = checkpoints.restore_checkpoint(workdir, state)\n"
+    assert facts_of(resume).run_context.get("fine_tune") is None
+    scratch = STEP + "from flax.training import train_state\nparams = model.init(key, x)\ntx = optax.adam(1e-3)\nstate = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)\n"
+    assert value(facts_of(scratch), "fine_tune") is False
+
+
+def test_params_estimate_formula():
+    src = LINEN_HEAD + (
+        "class GPT(nn.Module):\n    num_layers: int = 12\n    d_model: int = 768\n    vocab_size: int = 50257\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(12)(x)\n\nGPT()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 12 * (4 * 768**2 + 2 * 768 * 4 * 768) + 50257 * 768
+    assert "L*(4d^2 + 2*d*d_ff) + V*d" in entry.detail
+    # Only for Transformers.
+    assert facts_of(src.replace("nn.SelfAttention(12)", "nn.Conv(8, (3, 3))").replace("GPT", "Net")).run_context.get("params") is None
+
+
+# ---------------------------------------------------------------------------
+# Config sources, in the file and across files
+
+
+def test_absl_flags_and_holders():
+    src = STEP + (
+        "from absl import flags\nFLAGS = flags.FLAGS\nflags.DEFINE_integer('num_train_steps', 4000, 'steps')\n"
+        "_BATCH = flags.DEFINE_integer('global_batch_size', 2048, 'batch')\n"
+        "def main(_):\n    b = _BATCH.value\n    for i in range(FLAGS.num_train_steps):\n        state = train_step(state, b)\n"
+    )
+    f = facts_of(src)
+    steps = f.run_context.get("steps")
+    assert steps.value == 4000 and steps.confidence == "medium"
+    assert value(f, "batch_global") == 2048
+
+
+def test_argparse_defaults_through_a_helper():
+    src = STEP + (
+        "import argparse\n\ndef get_args():\n    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--max-steps', type=int, default=3000)\n    p.add_argument('--per-device-batch-size', type=int, default=32)\n"
+        "    return p.parse_args()\n\nargs = get_args()\nfor i in range(args.max_steps):\n    state = train_step(state, args.per_device_batch_size)\n"
+    )
+    f = facts_of(src)
+    assert value(f, "steps") == 3000 and value(f, "batch_per_device") == 32
+
+
+def test_dataclass_defaults_overrides_and_annotations():
+    src = STEP + (
+        "import dataclasses\n\n@dataclasses.dataclass\nclass Opt:\n    total_steps: int = 100\n\n"
+        "@dataclasses.dataclass\nclass Cfg:\n    batch_size: int = 64\n    num_steps: int = 500\n    opt: Opt = dataclasses.field(default_factory=Opt)\n\n"
+        "def run(cfg: Cfg):\n    for i in range(cfg.num_steps):\n        state = train_step(state, cfg.batch_size)\n"
+    )
+    f = facts_of(src)
+    steps = f.run_context.get("steps")
+    assert steps.value == 500 and steps.confidence == "medium"  # a parameter: callers may pass another Cfg
+    src2 = src.replace("def run(cfg: Cfg):", "cfg = Cfg(num_steps=900)\nif True:")
+    assert value(facts_of(src2), "steps") == 900
+    ev = project_config.Evaluator(facts_of(src))
+    scope = next(s for s in ev.facts.raw.scopes if s.name == "run")
+    found = ev.eval(cst.parse_expression("cfg.opt.total_steps"), scope)
+    assert found.value == 100
+
+
+def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
+    f = project_facts(tmp_path, {
+        "configs/default.py": """\
+            import ml_collections
+
+            def get_config():
+                config = ml_collections.ConfigDict()
+                config.num_train_steps = 100_000
+                config.warmup_steps = int(0.02 * config.num_train_steps)
+                config.model = ml_collections.ConfigDict({"num_layers": 2})
+                return config
+            """,
+        "configs/big.py": """\
+            from configs import default
+
+            def get_config():
+                config = default.get_config()
+                config.num_train_steps = 400_000
+                return config
+            """,
+        "train.py": STEP + textwrap.dedent("""\
+            from ml_collections import config_flags
+            _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py")
+
+            def train(config):
+                for step in range(config.num_train_steps):
+                    state = train_step(state, config.model.num_layers)
+            """),
+    })
+    steps = f.run_context.get("steps")
+    assert steps.value == 100_000 and steps.confidence == "medium"
+    assert steps.location == project_config._display(str(tmp_path / "configs" / "default.py")) + ":5"
+    ev = project_config.Evaluator(f)
+    module = project_config.config_of(f.memo("context_project", project_config.Project).load(str(tmp_path / "configs" / "big.py")), project_config.project_of(f))
+    assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed
+    assert module.ml[("model", "num_layers")].value == 2
+    assert ev.eval(cst.parse_expression("config.warmup_steps"), f.raw.module_scope)  # resolved via the explicit link
+
+
+def test_ml_collections_configs_that_disagree_are_low_confidence(tmp_path):
+    cfg = "import ml_collections\n\ndef get_config():\n    config = ml_collections.ConfigDict()\n    config.num_train_steps = {n}\n    return config\n"
+    f = project_facts(tmp_path, {
+        "configs/a.py": cfg.format(n=1000),
+        "configs/b.py": cfg.format(n=2000),
+        "train.py": STEP + "def train(config):\n    for s in range(config.num_train_steps):\n        state = train_step(state, 1)\n",
+    })
+    assert f.run_context.get("steps") is None
+    entry = f.run_context.entry("steps")
+    assert entry.confidence == "low" and "disagree" in entry.detail
+
+
+# ---------------------------------------------------------------------------
+# Bounds: read, never import; only project files; size and count limits; cached; lazy
+
+
+def test_config_modules_are_read_not_executed(tmp_path):
+    marker = tmp_path / "executed.txt"
+    f = project_facts(tmp_path, {
+        "settings.py": f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit(3)\nNUM_STEPS = 4242\n",
+        "train.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 1)\n",
+    })
+    assert value(f, "steps") == 4242
+    assert not marker.exists()
+
+
+def test_only_files_inside_the_project_root_are_read(tmp_path):
+    outside = tmp_path / "elsewhere"
+    inside = tmp_path / "proj"
+    write(outside, {"consts.py": "NUM_STEPS = 10\n"})
+    write(inside, {"train.py": STEP + "import consts\nfor i in range(consts.NUM_STEPS):\n    state = train_step(state, 1)\n"})
+    text = (inside / "train.py").read_text()
+    f = ModuleFacts(cst.parse_module(text), str(inside / "train.py"), root=str(inside), text=text)
+    import sys
+
+    sys.path.insert(0, str(outside))  # even when importable, it is not a project file
+    try:
+        assert f.run_context.get("steps") is None
+    finally:
+        sys.path.remove(str(outside))
+    assert project_config.STATS["reads"] == 0
+
+
+def test_size_and_count_limits(tmp_path, monkeypatch):
+    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 200)
+    f = project_facts(tmp_path, {
+        "big.py": "NUM_STEPS = 10\n" + "# padding\n" * 100,
+        "train.py": STEP + "import big\nfor i in range(big.NUM_STEPS):\n    state = train_step(state, 1)\n",
+    })
+    assert f.run_context.get("steps") is None
+    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 256 * 1024)
+    files = {f"m{i}.py": "class Thing:\n    pass\n" for i in range(40)}
+    files["train.py"] = "import optax\n" + "".join(f"from m{i} import Thing as T{i}\nT{i}()\n" for i in range(40))
+    f = project_facts(tmp_path / "many", files)
+    f.run_context.entry("arch")
+    assert project_config.STATS["reads"] <= project_config.MAX_FILES_PER_FILE
+
+
+def test_reads_are_cached_per_run_and_cleared(tmp_path):
+    files = {
+        "settings.py": "NUM_STEPS = 77\n",
+        "a.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 1)\n",
+        "b.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 2)\n",
+    }
+    write(tmp_path, files)
+    for name in ("a.py", "b.py"):
+        text = (tmp_path / name).read_text()
+        f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text)
+        assert value(f, "steps") == 77
+    assert project_config.STATS["reads"] == 1
+    api.clear_caches()
+    assert project_config.STATS["reads"] == 0 and not project_config._CACHE
+
+
+def _check_all(f: ModuleFacts, codes) -> None:
+    from optax_lint.catalogue import load_catalogue
+    from optax_lint.positions import Positions
+    from optax_lint.rules import REGISTRY
+    from optax_lint.rules.base import Context
+
+    for code in sorted(codes):
+        REGISTRY[code]().check(Context(f, load_catalogue()[code], {}, Positions(f.module)))
+
+
+def test_context_is_lazy_on_the_lint_path(tmp_path):
+    """A rule asks for context only when it has something to judge, and cross-file reads
+    happen only for a field the file itself does not settle."""
+    codes = {"OPX201", "OPX202", "OPX203", "OPX204", "OPX205", "OPX206"}
+    write(tmp_path, {"settings.py": "NUM_STEPS = 1\nBATCH = 2\n"})
+    model_only = LINEN_HEAD + "import settings\nclass M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(settings.BATCH)(x)\n"
+    f = ModuleFacts(cst.parse_module(model_only), str(tmp_path / "m.py"), root=str(tmp_path), text=model_only)
+    _check_all(f, codes)
+    assert "run_context" not in f.__dict__
+    # Clipped at 1.0, decayed at 0.1, no large batch: only OPX204 asks (fine_tune, read in-file).
+    clipped = "import optax\nimport settings\ntx = optax.chain(optax.clip_by_global_norm(1.0), optax.lamb(1e-3, weight_decay=0.1))\n"
+    f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped)
+    _check_all(f, codes)
+    assert set(f.run_context.values) <= {"fine_tune"}
+    assert project_config.STATS["reads"] == 0
+    findings, internal = engine.run_rules(cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path))
+    assert findings == [] and internal == 0 and project_config.STATS["reads"] == 0
+
+
+def test_not_analysable_chains_are_listed():
+    from optax_lint.extract.context_infer import not_analysable
+
+    f = facts_of("import optax\nimport operator\ntx = getattr(optax, config.optimizer)(1e-3)\nt2 = operator.attrgetter(name)(optax)(1e-3)\nok = getattr(optax, 'adam')(1e-3)\n")
+    texts = [text for _, text in not_analysable(f)]
+    assert texts == [
+        "optimizer chosen from a config string: getattr(optax, config.optimizer)",
+        "optimizer chosen from a config string: operator.attrgetter(name)(optax)",
+    ]
+
+
+def test_opx201_hand_clipping_counts_only_on_gradients():
+    base = LINEN_HEAD + (
+        "class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(2)(x)\n\nmodel = M()\n"
+        "tx = optax.adamw(3e-4)\n"
+    )
+    from optax_lint.engine import lint_text
+
+    def codes(src):
+        return [f.code for f in lint_text(src, "t.py", {"OPX201"}).findings]
+
+    assert codes(base) == ["OPX201"]
+    assert codes(base + "x = jnp.clip(images, 0.0, 1.0)\n") == ["OPX201"]  # data, not gradients
+    assert codes(base + "grads = jax.tree.map(lambda g: jnp.clip(g, -1.0, 1.0), grads)\n") == []
+    assert codes(base + "grads = clip_grads(g, 1.0)\n") == []
