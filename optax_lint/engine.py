@@ -16,7 +16,7 @@ from . import suppressions
 from .catalogue import RuleSpec, load_catalogue
 from .diagnostics import Applicability, Edit, Finding, Severity, Span
 from .extract.facts import ModuleFacts
-from .positions import Positions
+from .positions import Positions, parse_ast
 from .rules import REGISTRY
 from .rules.base import Context
 
@@ -98,9 +98,7 @@ def cpython_check(text: str, path: str) -> tuple[Optional[Finding], bool]:
     interpreter, which libcst decides; when libcst fails too, CPython's message and
     position are the ones to report (libcst puts tokenizer errors at 1:1)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
+        parse_ast(text)
         return None, False
     except (RecursionError, MemoryError) as exc:  # 3.11: "Parser stack overflowed", AST depth
         detail = f"the file is too deeply nested to parse ({type(exc).__name__}: {exc})"

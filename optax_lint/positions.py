@@ -20,7 +20,22 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .diagnostics import Span
-from .extract.walker import walk
+from .extract.walker import children
+
+
+_LAST_AST: list = [None, None]  # [text, tree]: the engine's syntax check and positions share one parse
+
+
+def parse_ast(text: str) -> ast.Module:
+    """`ast.parse`, remembering the last result: the engine checks syntax with CPython's
+    parser and positions need the same tree's statement lines, so parse once."""
+    if _LAST_AST[0] is text:
+        return _LAST_AST[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text)
+    _LAST_AST[0], _LAST_AST[1] = text, tree
+    return tree
 
 
 class Positions:
@@ -47,9 +62,7 @@ class Positions:
         if self.text is None:
             return None
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(self.text)
+            tree = parse_ast(self.text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         body = tree.body
@@ -72,14 +85,25 @@ class Positions:
         return starts
 
     def _owner_of(self, node: cst.CSTNode) -> Optional[int]:
+        """Index of the top-level statement holding `node`. Statements are mapped one at
+        a time, in order, only until the node is found."""
         if self._owner is None:
             self._owner = {}
-            for index, stmt in enumerate(self.module.body):
-                for child in walk(stmt):
-                    self._owner[id(child)] = index
-                # Whitespace/comment nodes are not walked; statements themselves are.
-                self._owner[id(stmt)] = index
-        return self._owner.get(id(node))
+            self._mapped = 0
+        key = id(node)
+        found = self._owner.get(key)
+        body = self.module.body
+        while found is None and self._mapped < len(body):
+            index = self._mapped
+            owner = self._owner
+            stack = [body[index]]
+            while stack:  # order does not matter here: a plain stack walk
+                current = stack.pop()
+                owner[id(current)] = index
+                stack.extend(children(current))
+            self._mapped += 1
+            found = owner.get(key)
+        return found
 
     def _local_positions(self, index: int) -> dict:
         positions = self._local.get(index)

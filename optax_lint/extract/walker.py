@@ -51,16 +51,34 @@ def child_fields(node_type: type) -> tuple[str, ...]:
     return names
 
 
-def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+_IS_NODE: dict[type, bool] = {}  # isinstance on libcst's ABC-based classes is slow: cache per type
+
+
+def _is_node(value) -> bool:
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = isinstance(value, cst.CSTNode)
+    return known
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Children in source order, whitespace and punctuation left out."""
+    out = []
     for name in child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif type(value) is tuple or type(value) is list:
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
+                if _is_node(item):
+                    out.append(item)
+        elif _is_node(value):
+            out.append(value)
+    return out
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    return iter(children(node))
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -69,9 +87,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        children = list(iter_children(current))
-        children.reverse()
-        stack.extend(children)
+        stack.extend(reversed(children(current)))
 
 
 # ---------------------------------------------------------------------------
@@ -384,7 +400,8 @@ class _Collector:
         first = True
         while stack:
             current, parent_call = stack.pop()
-            if isinstance(current, cst.Call):
+            kind = type(current)  # exact types: isinstance on libcst's ABCs is slow
+            if kind is cst.Call:
                 facts.calls.append(
                     CallRecord(
                         current, self.scope, self.statement, parent_call,
@@ -395,21 +412,19 @@ class _Collector:
                     )
                 )
                 parent_call = current
-            elif isinstance(current, cst.Attribute):
+            elif kind is cst.Attribute:
                 if current.attr.value in INTERESTING_ATTRS:
                     facts.attributes.append(AttributeRecord(current, self.scope, self.statement))
-            elif isinstance(current, cst.Lambda):
+            elif kind is cst.Lambda:
                 # Lambda bodies run in their own scope; their calls still matter
                 # (a `lambda p: jax.tree.map(...)` label fn), so record them there.
                 self.lambda_(current, parent_call)
                 first = False
                 continue
-            elif isinstance(current, cst.NamedExpr) and isinstance(current.target, cst.Name):
+            elif kind is cst.NamedExpr and isinstance(current.target, cst.Name):
                 self.add_binding(current.target.value, "walrus", self.statement, current.value)
             first = False
-            children = list(iter_children(current))
-            children.reverse()
-            for child in children:
+            for child in reversed(children(current)):
                 stack.append((child, parent_call))
 
     def lambda_(self, node: cst.Lambda, parent_call) -> None:
