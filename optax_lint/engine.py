@@ -288,8 +288,10 @@ def fix_text(
         dropped_keys.add((finding.code, finding.message, finding.span.line))
         dropped.append(finding)
 
+    run = None
     for _ in range(MAX_FIX_ROUNDS):
         run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        linted = current
         candidates = [
             f for f in run.findings
             if f.fixable(unsafe) and (f.code, f.message, f.span.line) not in dropped_keys
@@ -336,7 +338,10 @@ def fix_text(
                 combined = _apply_edits(current, chosen)
         applied += len(chosen)
         current = combined
-    final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+    if run is not None and linted == current:  # nothing changed since the last lint: reuse it
+        final = run
+    else:
+        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
     return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -265,12 +266,8 @@ class IgnoreFile:
     @classmethod
     def load(cls, file: PathLike, base: PathLike) -> Optional["IgnoreFile"]:
         """Read `file`; None if it is missing or unreadable (git skips those too)."""
-        try:
-            with open(file, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return None
-        return cls.parse(data, base)
+        data = _read_regular(file)
+        return None if data is None else cls.parse(data, base)
 
     def match(self, relpath: str, is_dir: bool) -> Optional[bool]:
         """Verdict of the last pattern matching `relpath` (posix, relative to base):
@@ -282,6 +279,28 @@ class IgnoreFile:
             if pattern._matches(rel, is_dir):
                 return not pattern.negated
         return None
+
+
+# git ignores pattern files above 100 MB (dir.c, PATTERN_MAX_FILE_SIZE).
+_MAX_PATTERN_FILE = 100 * 1024 * 1024
+
+
+def _read_regular(file: PathLike) -> Optional[bytes]:
+    """The bytes of a regular file of at most 100 MB, else None. A checked-in symlink
+    to /dev/zero, /dev/stdin or a FIFO must neither exhaust memory nor block the run."""
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_PATTERN_FILE:
+                return None
+            data = handle.read(_MAX_PATTERN_FILE + 1)
+        except OSError:
+            return None
+    return data if len(data) <= _MAX_PATTERN_FILE else None
 
 
 def _strictly_within(path: str, directory: str) -> bool:
@@ -302,9 +321,8 @@ def _git_dir(root: str) -> Optional[str]:
     if os.path.isdir(dot_git):
         return dot_git
     try:  # worktrees and submodules: ".git" is a file "gitdir: <path>"
-        with open(dot_git, encoding="utf-8") as handle:
-            content = handle.read().strip()
-    except (OSError, UnicodeDecodeError):
+        content = (_read_regular(dot_git) or b"").decode("utf-8").strip()
+    except UnicodeDecodeError:
         return None
     if not content.startswith("gitdir:"):
         return None
