@@ -105,7 +105,8 @@ def fix_and_check(text: str, path: str = "fuzz.py") -> None:
         return
     if cpython_parses(text):
         assert cpython_parses(fixed.text), "a fix broke a file CPython could parse"
-        compile(fixed.text, path, "exec", dont_inherit=True) if _compiles(text) else None
+        if _compiles(text):
+            assert _compiles(fixed.text), "a fix broke a file that compiled"
     assert libcst_parses(fixed.text)
     again = engine.fix_text(fixed.text, path, CODES, unsafe=True)
     assert again.text == fixed.text, "fixes did not converge: fix(fix(x)) != fix(x)"
