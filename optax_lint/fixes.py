@@ -289,26 +289,3 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
         return call.with_changes(args=[cst.Arg(value)])
     new = cst.Arg(value, comma=cst.Comma(whitespace_after=_separator(call)))
     return call.with_changes(args=[new, *args])
-
-
-class _ReplaceByIdentity(cst.CSTTransformer):
-    def __init__(self, pairs: Sequence[tuple[cst.CSTNode, cst.CSTNode]]) -> None:
-        super().__init__()
-        self._new = {id(old): (old, new) for old, new in pairs}
-
-    def on_leave(self, original_node, updated_node):
-        hit = self._new.get(id(original_node))
-        if hit is not None and hit[0] is original_node:
-            return hit[1]
-        return updated_node
-
-
-def replace_many(pairs: Sequence[tuple[cst.CSTNode, cst.CSTNode]]) -> ModuleEdit:
-    """Replace several nodes in one pass (a chain of `deep_replace` calls would lose the
-    later nodes: every deep_replace rebuilds the tree). The replaced nodes must not
-    contain one another."""
-
-    def apply(module: cst.Module) -> cst.Module:
-        return module.visit(_ReplaceByIdentity(pairs))
-
-    return apply

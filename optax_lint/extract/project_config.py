@@ -702,16 +702,8 @@ class MlBuilder:
 # Evaluation
 
 
-_BINOPS = {
-    cst.Add: operator.add,
-    cst.Subtract: operator.sub,
-    cst.Multiply: operator.mul,
-    cst.Divide: operator.truediv,
-    cst.FloorDivide: operator.floordiv,
-    cst.Modulo: operator.mod,
-    cst.Power: operator.pow,
-}
-_SAFE = {"int": int, "float": float, "round": round, "abs": abs, "min": min, "max": max}
+# The same operator and builtin tables the in-file evaluator uses.
+from .values import _BINOPS, _SAFE_BUILTINS as _SAFE  # noqa: E402
 _MAX_DEPTH = 20
 
 
