@@ -29,6 +29,9 @@ DOC_SECTIONS = (
     ("options", "Options"),
 )
 
+# The user-facing decision protocol every protocol rule links into (by section anchor).
+PROTOCOL_DOC = "docs/protocol.md"
+
 _OPTION_TYPES = {"int": int, "float": (int, float), "bool": bool, "str": str, "list": list}
 
 
@@ -64,11 +67,18 @@ class RuleSpec:
     fix: Applicability | None
     fix_title: str
     default_enabled: bool
-    seeds: tuple[str, ...]
+    # What the rule rests on, in the project's own words (a protocol statement or a
+    # measured library behaviour). Never a reference the user cannot open.
+    basis: tuple[str, ...]
     doc: dict[str, str]
     options: dict[str, RuleOption] = field(default_factory=dict)
     family: str = ""
     needs_context: tuple[str, ...] = ()
+    protocol: str = ""  # anchor of the rule's section in docs/protocol.md
+
+    @property
+    def protocol_url(self) -> str:
+        return f"{PROTOCOL_DOC}#{self.protocol}" if self.protocol else ""
 
     def render_doc(self) -> str:
         lines = [f"# {self.name} ({self.code})", "", f"Severity: {self.severity.value}"]
@@ -76,8 +86,10 @@ class RuleSpec:
         lines.append(f"Fix: {fix}")
         if not self.default_enabled:
             lines.append("Enabled: no (opt in with --extend-select)")
-        if self.seeds:
-            lines.append("Enforces: " + "; ".join(self.seeds))
+        if self.basis:
+            lines.append("Rests on: " + "; ".join(self.basis))
+        if self.protocol:
+            lines.append(f"Protocol: {self.protocol_url}")
         lines += ["", self.summary, ""]
         for key, title in DOC_SECTIONS:
             text = self.doc.get(key, "").strip()
@@ -94,7 +106,8 @@ class RuleSpec:
             "fix": self.fix.value if self.fix else None,
             "default_enabled": self.default_enabled,
             "family": self.family,
-            "seeds": list(self.seeds),
+            "basis": list(self.basis),
+            "protocol": self.protocol_url or None,
             "options": {
                 k: {"type": o.type, "default": o.default, "doc": o.doc} for k, o in self.options.items()
             },
@@ -123,11 +136,12 @@ def _load_rule(path: Path) -> RuleSpec:
             fix=None if fix == "none" else Applicability(fix),
             fix_title=data.get("fix_title", ""),
             default_enabled=data.get("default_enabled", True),
-            seeds=tuple(data.get("seeds", ())),
+            basis=tuple(data.get("basis", ())),
             doc=dict(data.get("doc", {})),
             options=options,
             family=data.get("family", ""),
             needs_context=tuple(data.get("needs_context", ())),
+            protocol=data.get("protocol", ""),
         )
     except (KeyError, ValueError) as exc:
         raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc

@@ -28,7 +28,7 @@ def _spec(code: str, name: str, *, enabled: bool = True, options: tuple[RuleOpti
         fix=None,
         fix_title="",
         default_enabled=enabled,
-        seeds=(),
+        basis=(),
         doc={},
         options={o.name: o for o in options},
     )
