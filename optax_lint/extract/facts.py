@@ -42,7 +42,7 @@ class ModuleFacts:
         self.raw: RawFacts = collect(module)
         self.names = NameResolver(self.api)
         self.builder = PipelineBuilder(self.raw, self.api, self.names)
-        self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names)
+        self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names, self.builder.lists)
 
     def memo(self, key: str, compute):
         """Per-module cache for facts derived in other modules (rule families'

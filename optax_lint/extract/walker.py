@@ -174,6 +174,7 @@ class RawFacts:
     # Child -> parent for statements only (cheap; used to find enclosing blocks for fixes).
     parent_stmt: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     comments_present: bool = False
+    item_stores: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name) of `name[k] = v`
 
 
 # Attribute names that rules read; recording every attribute would be wasted work.
@@ -277,6 +278,7 @@ class _Collector:
                 self.expr(node.value, assigned=node.target)
                 self.bind_target(node.target, "annassign", line, node.value)
         elif isinstance(node, cst.AugAssign):
+            self.note_item_store(node.target)
             self.expr(node.value)
             self.expr(node.target)
             if isinstance(node.target, cst.Name):
@@ -310,6 +312,9 @@ class _Collector:
             for item in node.names:
                 self.scope.declared_global.add(item.name.value)
         elif isinstance(node, cst.Del):
+            for target in (node.target.elements if isinstance(node.target, cst.Tuple) else ()):
+                self.note_item_store(target.value)
+            self.note_item_store(node.target)
             self.expr(node.target)
         else:
             for child in iter_children(node):
@@ -391,7 +396,13 @@ class _Collector:
                 self.bind_target(inner, kind, node, value, index=index + (i,), in_loop=in_loop)
         else:
             # Attribute / subscript targets bind no name but may hold calls.
+            self.note_item_store(target)
             self.expr(target)
+
+    def note_item_store(self, target) -> None:
+        """`x[k] = v`: the list/dict `x` changes without a new binding."""
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.facts.item_stores.add((id(self.scope), target.value.value))
 
     # -- expressions ------------------------------------------------------
     def expr(self, node, *, assigned=None, discarded=False) -> None:

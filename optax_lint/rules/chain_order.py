@@ -9,6 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from .. import fixes
+from ..extract.optimizer_use import used_as_optimizer
 from ..extract.pipelines import Pipeline, Step, TxNode
 from ..extract.values import Unknown
 from .base import Context, Rule, describe, register
@@ -190,6 +191,7 @@ class ChainNeverDescends(Rule):
     code = "OPX104"
 
     def check(self, ctx: Context) -> None:
+        used = None
         for pipeline in ctx.facts.pipelines:
             for sequence in pipeline.sequences():
                 signs = [step.negates() for step in sequence]
@@ -199,6 +201,11 @@ class ChainNeverDescends(Rule):
                     continue  # a lone clip handed to user code, or a frozen branch: nothing climbs
                 flips = sum(1 for s in signs if s)
                 if flips % 2 == 0:
+                    # A building block (scale_by_adam(), a trace direction) never descends
+                    # by design: judge only what the file shows being used as the optimizer.
+                    used = used_as_optimizer(ctx.facts) if used is None else used
+                    if id(pipeline.call) not in used:
+                        break
                     ctx.report(
                         pipeline.call,
                         chain=describe(pipeline.call),
