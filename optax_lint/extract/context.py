@@ -451,7 +451,7 @@ def build_run_context(facts) -> RunContext:
         except ContextError:
             continue
         values[field] = _declared_entry(field, declared)
-    pragmas, problems = parse_pragmas(facts.text, facts.path)
+    pragmas, problems = parse_pragmas(facts.text, facts.display_path)
     for field, entry in pragmas.items():
         current = values.get(field)
         if current is None or _RANK.get(entry.source, 3) < _RANK.get(current.source, 3):

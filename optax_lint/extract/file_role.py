@@ -55,9 +55,15 @@ def owning_package(path: Optional[str]) -> Optional[str]:
     directory = os.path.dirname(absolute)
     top = None
     try:
-        while os.path.isfile(os.path.join(directory, "__init__.py")):
-            top = os.path.basename(directory)
+        # Climb package directories; a directory without __init__.py inside a package
+        # (optax/_src is a namespace directory) does not end the package.
+        while True:
             parent = os.path.dirname(directory)
+            here = os.path.isfile(os.path.join(directory, "__init__.py"))
+            if here:
+                top = os.path.basename(directory)
+            elif not os.path.isfile(os.path.join(parent, "__init__.py")):
+                break
             if parent == directory:
                 break
             directory = parent
@@ -78,3 +84,29 @@ def owning_package(path: Optional[str]) -> Optional[str]:
 def belongs_to(path: Optional[str], library: str) -> bool:
     """Whether the file is part of `library`'s own package (e.g. optax/_src/alias.py)."""
     return owning_package(path) == library
+
+
+def protocol_silenced(code: str, facts) -> bool:
+    """Protocol rules (OPX2xx, OPX3xx) judge a training run; a test file is not one,
+    unless the user declares its context (command line, pragma or config)."""
+    if not code.startswith(("OPX2", "OPX3")) or not is_test_file(facts.path):
+        return False
+    declared = facts.memo("context_declared", lambda f: any(v.declared for v in f.run_context.values.values()))
+    return not declared
+
+
+def display_path(path: str, root: Optional[str] = None) -> str:
+    """A path for messages, never machine-specific: relative to the project root (or
+    the working directory) when under it, else the file's name."""
+    if not path or path.startswith("<") or not os.path.isabs(path):
+        return path
+    for base in (root, os.getcwd()):
+        if not base:
+            continue
+        try:
+            base = os.path.abspath(base)
+            if os.path.commonpath([path, base]) == base:
+                return os.path.relpath(path, base)
+        except ValueError:  # another drive
+            continue
+    return os.path.basename(path)

@@ -175,6 +175,7 @@ class RawFacts:
     parent_stmt: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     comments_present: bool = False
     item_stores: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name) of `name[k] = v`
+    attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, "Scope"]] = field(default_factory=list)  # `a.b = v`
 
 
 # Attribute names that rules read; recording every attribute would be wasted work.
@@ -397,6 +398,8 @@ class _Collector:
         else:
             # Attribute / subscript targets bind no name but may hold calls.
             self.note_item_store(target)
+            if isinstance(target, cst.Attribute) and value is not None:
+                self.facts.attribute_stores.append((target, value, self.scope))
             self.expr(target)
 
     def note_item_store(self, target) -> None:

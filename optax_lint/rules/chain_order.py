@@ -90,7 +90,7 @@ class DecayAfterLrScaling(Rule):
                         break  # sign unknown from here on: say nothing
                     if step.primitive == "add_decayed_weights" and flips % 2 == 1 and step.origin.kind == "transform":
                         call = step.origin.call
-                        if call is not None and call not in seen and not _zero_decay(step):
+                        if call is not None and call not in seen and _decay_sign(step) == 1:
                             seen.add(call)
                             self._report(ctx, pipeline, step, last_flip)
                     if negates:
@@ -147,9 +147,15 @@ class DecayAfterLrScaling(Rule):
         return fixes.replace(chain_call, new_chain), "Use decoupled weight decay: {optimizer} -> adamw(..., weight_decay=...)"
 
 
-def _zero_decay(step: Step) -> bool:
-    value = step.arg_value("weight_decay")
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+def _decay_sign(step: Step) -> Optional[int]:
+    """The sign of the decay rate: a negative rate after the sign flip is a correct
+    (hand-negated) decoupled decay; an unknown sign (`mult - 1`) says nothing."""
+    if not step.origin.args or not step.origin.args.given("weight_decay"):
+        value = step.arg_value("weight_decay")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (value > 0) - (value < 0)
+        return None
+    return step.arg_sign("weight_decay")
 
 
 _DECAY_ALIASES_PARAM = "weight_decay"
