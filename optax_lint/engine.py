@@ -17,6 +17,7 @@ from .catalogue import RuleSpec, load_catalogue
 from .diagnostics import Applicability, Edit, Finding, Severity, Span
 from .extract.facts import ModuleFacts
 from .extract.file_role import protocol_silenced
+from .extract.intended import drop_intended
 from .positions import Positions, parse_ast
 from .rules import REGISTRY
 from .rules.base import Context
@@ -189,7 +190,7 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return _distinct(findings), internal
+    return _distinct(drop_intended(findings, facts)), internal
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:

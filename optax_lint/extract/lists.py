@@ -72,12 +72,12 @@ class ListModel:
             out.complete, out.reason = False, f"'{expr.value}[...]' is assigned"
         limit = self.order.get(id(consumer)) if consumer is not None else None
         # Everything that grows the list, in source order: (position, kind, node).
-        additions: list[tuple[int, str, object]] = []
+        additions: list[tuple[float, str, object]] = []
         for binding in bindings[1:]:  # `x += [...]` and `x = x + [...]`
             added = self._concatenated(binding, expr.value)
-            position = self._first_call_order(added) if added is not None else None
-            if added is None or position is None:
+            if added is None:
                 return ListValue(out.items, False, f"'{expr.value}' is reassigned to a value this file does not show")
+            position = binding.order - 0.5  # bound after the calls in its own value
             if limit is not None and position > limit and binding.scope is owner:
                 continue
             additions.append((position, "concat", (binding, added)))
@@ -151,17 +151,6 @@ class ListModel:
             and value.left.value == name
         ):
             return value.right
-        return None
-
-    def _first_call_order(self, expr: cst.BaseExpression) -> Optional[int]:
-        """Source position of the first call inside `expr` (statements have none)."""
-        stack = [expr]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.Call):
-                return self.order.get(id(node))
-            if isinstance(node, (cst.List, cst.Tuple)):
-                stack.extend(reversed([e.value for e in node.elements]))
         return None
 
     def mutations(self, scope: Scope, name: str) -> list[CallRecord]:

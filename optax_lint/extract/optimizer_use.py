@@ -61,8 +61,8 @@ def _use_sites(facts, test_file: bool, applies: set[int]) -> Iterator[tuple[cst.
             if arg.keyword is not None and arg.keyword.value in _ROLE_KEYWORDS:
                 yield arg.value, record.scope
     for consumer in facts.consumers:
-        if consumer.arg is not None:
-            yield consumer.arg.value, consumer.record.scope
+        if consumer.tx_arg is not None:
+            yield consumer.tx_arg.value, consumer.record.scope
 
 
 def _function_of(scope: Optional[Scope]) -> Optional[Scope]:

@@ -127,6 +127,7 @@ class Binding:
     conditional: bool = False  # under if/for/while/try/with inside its scope
     in_loop: bool = False
     qualname: Optional[str] = None  # for imports: what the name refers to
+    order: int = -1  # calls recorded before it: orders bindings against calls in source order
 
 
 @dataclass(eq=False)
@@ -383,6 +384,7 @@ class _Collector:
                 conditional=self.conditional > 0,
                 in_loop=in_loop or self.loop_depth > 0,
                 qualname=qualname,
+                order=len(self.facts.calls),
             )
         )
 
