@@ -163,7 +163,8 @@ def test_used_as_optimizer_follows_branches_defaults_and_callers() -> None:
         def run(params, grads, opt=None):
             opt = opt if opt is not None else make(True)
             state = opt.init(params)
-            return opt.update(grads, state, params)
+            updates, state = opt.update(grads, state, params)
+            return optax.apply_updates(params, updates)
         """
     )
     used = used_as_optimizer(f)

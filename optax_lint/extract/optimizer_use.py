@@ -12,9 +12,11 @@ helper functions (every `return`):
 - `TrainState.create(tx=...)`, `nnx.Optimizer(model, tx)` and keyword arguments named
   `tx=` / `optimizer=` (the callee says what it takes).
 
-In test code (test files, `test_*` functions) `.init`/`.update` alone is a test of the
-transform, not training: there the update must reach `optax.apply_updates` in the same
-function, or the pipeline must go to a consumer.
+`.init`/`.update` count only where the file applies updates as an optimizer's
+(`optax.apply_updates`). In test code (test files, `test_*` functions) and in a
+library's own package, `.init`/`.update` are tests of a transform or delegation
+inside another transform (a wrapper's `inner.update`), not training: there only a
+consumer or a `tx=`/`optimizer=` keyword shows the optimizer.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .file_role import in_test_function, is_test_file
+from .file_role import LIBRARIES, in_test_function, is_test_file, owning_package
 from .names import lookup
 from .walker import Scope
 
@@ -39,22 +41,25 @@ def used_as_optimizer(facts) -> set[int]:
 def _compute(facts) -> set[int]:
     roots = {id(p.call) for p in facts.pipelines}
     out: set[int] = set()
-    test_file = is_test_file(facts.path)
-    applies = _functions_applying_updates(facts)
-    for expr, scope in _use_sites(facts, test_file, applies):
+    methods_count = (
+        not is_test_file(facts.path)
+        and owning_package(facts.path) not in LIBRARIES
+        and bool(facts.calls_by_name.get("optax.apply_updates"))
+    )
+    for expr, scope in _use_sites(facts, methods_count):
         for call in possible_calls(facts, expr, scope):
             if id(call) in roots:
                 out.add(id(call))
     return out
 
 
-def _use_sites(facts, test_file: bool, applies: set[int]) -> Iterator[tuple[cst.BaseExpression, Scope]]:
+def _use_sites(facts, methods_count: bool) -> Iterator[tuple[cst.BaseExpression, Scope]]:
     for record in facts.raw.calls:
         func = record.node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("init", "update") and record.node.args:
+        if methods_count and isinstance(func, cst.Attribute) and func.attr.value in ("init", "update") and record.node.args:
             if func.attr.value == "update" and len(record.node.args) < 2:
                 continue
-            if (test_file or in_test_function(record.scope)) and id(_function_of(record.scope)) not in applies:
+            if in_test_function(record.scope):
                 continue
             yield func.value, record.scope
         for arg in record.node.args:
@@ -63,16 +68,6 @@ def _use_sites(facts, test_file: bool, applies: set[int]) -> Iterator[tuple[cst.
     for consumer in facts.consumers:
         if consumer.tx_arg is not None:
             yield consumer.tx_arg.value, consumer.record.scope
-
-
-def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
-    while scope is not None and scope.kind not in ("function", "module"):
-        scope = scope.parent
-    return scope
-
-
-def _functions_applying_updates(facts) -> set[int]:
-    return {id(_function_of(r.scope)) for r in facts.calls_by_name.get("optax.apply_updates", ())}
 
 
 def possible_calls(facts, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0) -> list[cst.Call]:

@@ -58,5 +58,19 @@ class TransformsTest(parameterized.TestCase):
         self.assertEqual(schedule(0), 1.0)
 
 
+    def test_rms_matches_adam_without_momentum(self):
+        rms = optax.scale_by_rms(decay=0.999, eps_in_sqrt=False, bias_correction=True)
+        adam = optax.scale_by_adam(b1=0)
+        params = jnp.ones(3)
+        rms_state, adam_state = rms.init(params), adam.init(params)
+        rms_params, adam_params = params, params
+        for _ in range(5):
+            rms_updates, rms_state = rms.update(rms_params, rms_state)
+            rms_params = optax.apply_updates(rms_params, rms_updates)
+            adam_updates, adam_state = adam.update(adam_params, adam_state)
+            adam_params = optax.apply_updates(adam_params, adam_updates)
+        chex.assert_trees_all_close(rms_params, adam_params)
+
+
 if __name__ == "__main__":
     absltest.main()

@@ -24,3 +24,17 @@ def adam_fallback(learning_rate):
 
 def clipped(learning_rate):
     return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(learning_rate))
+
+
+def projected(base_optimizer=None, rank=4):
+    """A wrapper in GaLore's shape: it delegates to a base direction."""
+    if base_optimizer is None:
+        base_optimizer = transform.scale_by_adam()
+
+    def init_fn(params):
+        return base_optimizer.init(params)
+
+    def update_fn(updates, state, params=None):
+        return base_optimizer.update(updates, state, params)
+
+    return init_fn, update_fn
