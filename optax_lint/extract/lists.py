@@ -23,6 +23,7 @@ from .names import lookup
 from .values import value_of
 from .walker import CallRecord, RawFacts, Scope
 
+_MAX_DEPTH = 8
 _MUTATORS = ("append", "insert", "extend", "update", "setdefault", "pop", "remove", "clear")
 
 
@@ -55,10 +56,12 @@ class ListModel:
         # consuming call are not part of what it received.
         self.order = {id(r.node): i for i, r in enumerate(raw.calls)}
 
-    def elements(self, expr: Optional[cst.BaseExpression], scope: Scope, consumer: Optional[cst.Call] = None) -> Optional[ListValue]:
+    def elements(self, expr: Optional[cst.BaseExpression], scope: Scope, consumer: Optional[cst.Call] = None, depth: int = 0) -> Optional[ListValue]:
         """The list `expr` evaluates to, or None when it is not a list this file builds."""
+        if depth > _MAX_DEPTH:
+            return ListValue([], False, "list built too deep to follow")
         if isinstance(expr, (cst.List, cst.Tuple)):
-            return self._literal(expr, scope, conditional=False)
+            return self._literal(expr, scope, False, depth)
         if not isinstance(expr, cst.Name):
             return None
         owner, bindings = lookup(expr.value, scope)
@@ -67,7 +70,7 @@ class ListModel:
         base = bindings[0]
         if base.kind not in ("assign", "annassign") or base.index or not isinstance(base.value, (cst.List, cst.Tuple)):
             return None
-        out = self._literal(base.value, base.scope, conditional=False)
+        out = self._literal(base.value, base.scope, False, depth)
         if (id(owner), expr.value) in self.raw.item_stores:
             out.complete, out.reason = False, f"'{expr.value}[...]' is assigned"
         limit = self.order.get(id(consumer)) if consumer is not None else None
@@ -89,7 +92,7 @@ class ListModel:
         for _, kind, what in sorted(additions, key=lambda a: a[0]):
             if kind == "concat":
                 binding, added = what
-                self._extend(out, added, binding.scope, binding.conditional and not base.conditional, expr.value)
+                self._extend(out, added, binding.scope, binding.conditional and not base.conditional, expr.value, depth)
                 continue
             record = what
             method = record.node.func.attr.value
@@ -108,22 +111,22 @@ class ListModel:
                 else:
                     out.complete, out.reason = False, "insert at an unknown index"
             else:
-                self._extend(out, value, owner, branch, expr.value)
+                self._extend(out, value, owner, branch, expr.value, depth)
         return out
 
-    def _extend(self, out: ListValue, value: cst.BaseExpression, scope: Scope, branch: bool, name: str) -> None:
-        extra = self.elements(value, scope)
+    def _extend(self, out: ListValue, value: cst.BaseExpression, scope: Scope, branch: bool, name: str, depth: int) -> None:
+        extra = self.elements(value, scope, depth=depth + 1)
         if extra is None:
             out.complete, out.reason = False, f"'{name}' grows by an unknown value"
             return
         out.items.extend(ListItem(i.expr, i.scope, i.conditional or branch) for i in extra.items)
         out.complete = out.complete and extra.complete
 
-    def _literal(self, node: cst.BaseExpression, scope: Scope, conditional: bool) -> ListValue:
+    def _literal(self, node: cst.BaseExpression, scope: Scope, conditional: bool, depth: int) -> ListValue:
         out = ListValue()
         for element in node.elements:
             if isinstance(element, cst.StarredElement):
-                inner = self.elements(element.value, scope)
+                inner = self.elements(element.value, scope, depth=depth + 1)
                 if inner is None:
                     out.complete, out.reason = False, "starred element"
                     continue

@@ -71,9 +71,20 @@ def _use_sites(facts, methods_count: bool) -> Iterator[tuple[cst.BaseExpression,
 
 
 def possible_calls(facts, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0) -> list[cst.Call]:
-    """Every call `expr` may evaluate to, as far as this file shows."""
+    """Every call `expr` may evaluate to, as far as this file shows (memoized per
+    expression, so many call sites passing names around stay linear)."""
     if expr is None or depth > _MAX_DEPTH:
         return []
+    memo = facts.memo("optimizer_use_calls", lambda _: {})
+    key = (id(expr), id(scope))
+    if key in memo:
+        return memo[key]
+    memo[key] = []  # a cycle (f returns f(x), x = x if c else y) adds nothing
+    memo[key] = result = _possible_calls(facts, expr, scope, depth)
+    return result
+
+
+def _possible_calls(facts, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[cst.Call]:
     if isinstance(expr, cst.IfExp):
         return possible_calls(facts, expr.body, scope, depth + 1) + possible_calls(facts, expr.orelse, scope, depth + 1)
     if isinstance(expr, cst.Call):

@@ -24,6 +24,7 @@ from .values import Unknown, sign_of, single_binding, value_of
 from .walker import Binding, CallRecord, RawFacts, Scope, walk
 
 _MAX_DEPTH = 16
+_MAX_CHOICE_DEPTH = 6
 
 
 @dataclass(eq=False)
@@ -274,6 +275,8 @@ class PipelineBuilder:
 
     def _choice(self, alternatives, scope: Scope, depth: int) -> TxNode:
         """One of several values, picked at run time: each child is a whole alternative."""
+        if depth > _MAX_CHOICE_DEPTH:  # alternatives multiply: keep the work bounded
+            return TxNode("<unknown>", "unknown", None, scope, reason="too many alternatives to follow")
         node = TxNode("<choice>", "wrapper", None, scope)
         for expr, where in alternatives:
             if expr is None:
