@@ -188,3 +188,22 @@ def test_schedules_and_pipelines_read_lists_the_same_way() -> None:
     piece_exprs, bound_exprs = schedule_facts(f).shapes.join_parts(join)
     assert len(piece_exprs) == 2 and len(bound_exprs) == 1
     assert len(join.pieces) == 2
+
+
+def test_self_referencing_lists_and_names_stay_bounded() -> None:
+    src = """
+        import optax
+        a = [*a]
+        x = [optax.adam(1e-3)]
+        x += x
+        tx = optax.chain(*x, *a)
+        s = optax.join_schedules([*s], x)
+        def f(t=optax.chain(t)):
+            return optax.chain(t, t if t else t)
+        u = optax.adam(1) if True else u
+        tx.init(1)
+        updates, state = tx.update(1, 2)
+        optax.apply_updates(1, updates)
+    """
+    run = engine.lint_text(textwrap.dedent(src), "train.py", {"OPX101", "OPX104", "OPX306"})
+    assert run.internal_errors == 0
