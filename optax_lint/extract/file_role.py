@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import PurePath
 from typing import Optional
 
@@ -38,12 +39,18 @@ def is_test_file(path: Optional[str]) -> bool:
 def in_test_function(scope: Optional[Scope]) -> bool:
     """Inside a `test_*` function or method (or a `*Test` TestCase class)."""
     while scope is not None:
-        if scope.kind == "function" and scope.name.startswith("test"):
+        if scope.kind == "function" and _TEST_FUNCTION.match(scope.name):
             return True
-        if scope.kind == "class" and (scope.name.endswith("Test") or scope.name.endswith("Tests") or scope.name.startswith("Test")):
+        if scope.kind == "class" and _TEST_CLASS.search(scope.name):
             return True
         scope = scope.parent
     return False
+
+
+# What pytest and unittest collect: test_x / testX methods, TestX / XTest classes
+# (not `testing_loop` or `Tester`).
+_TEST_FUNCTION = re.compile(r"test(_|[A-Z0-9]|$)")
+_TEST_CLASS = re.compile(r"^Test[A-Z_0-9]|Tests?$")
 
 
 @functools.lru_cache(maxsize=4096)
