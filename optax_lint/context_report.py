@@ -59,6 +59,11 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     if skipped:
         lines.append("  skipped for want of context:")
         lines.extend(skipped)
+    from .extract.file_role import protocol_silenced
+
+    silenced = sorted(c for c in codes if protocol_silenced(c, facts))
+    if silenced:
+        lines.append(f"  a test file: {', '.join(silenced)} stay silent unless the context is declared")
     blocked = not_analysable(facts)
     if blocked:
         lines.append("  not analysable:")

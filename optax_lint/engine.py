@@ -16,6 +16,8 @@ from . import suppressions
 from .catalogue import RuleSpec, load_catalogue
 from .diagnostics import Applicability, Edit, Finding, Severity, Span
 from .extract.facts import ModuleFacts
+from .extract.file_role import protocol_silenced
+from .extract.intended import drop_intended
 from .positions import Positions, parse_ast
 from .rules import REGISTRY
 from .rules.base import Context
@@ -173,7 +175,7 @@ def run_rules(
     internal = 0
     for code in sorted(codes):
         rule_cls = REGISTRY.get(code)
-        if rule_cls is None:
+        if rule_cls is None or protocol_silenced(code, facts):
             continue
         ctx = Context(facts, catalogue[code], options.get(code, {}), positions)
         try:
@@ -188,7 +190,20 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return findings, internal
+    return _distinct(drop_intended(findings, facts)), internal
+
+
+def _distinct(findings: list[Finding]) -> list[Finding]:
+    """One finding per (code, line, message): two extraction paths reaching the same
+    node (a pipeline followed through two names) must not report it twice."""
+    seen: set[tuple] = set()
+    out = []
+    for finding in findings:
+        key = (finding.code, finding.path, finding.span.line, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
 
 
 def lint_text(

@@ -327,7 +327,7 @@ def test_arch_from_imported_project_module_and_by_name(tmp_path):
     assert entry.value == "transformer" and entry.confidence == "high"
     lm = tmp_path / "models" / "lm.py"
     line = next(n for n, text in enumerate(lm.read_text().splitlines(), 1) if "MultiHeadDotProductAttention" in text)
-    assert entry.location == f"{project_config._display(str(lm))}:{line}"
+    assert entry.location == f"models/lm.py:{line}"  # relative to the project root, never absolute
     g = facts_of("import optax\nfrom hub_models import GPT2\nmodel = GPT2()\n")
     assert g.run_context.get("arch").value == "transformer" and g.run_context.get("arch").confidence == "medium"
 
@@ -493,7 +493,7 @@ def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
     })
     steps = f.run_context.get("steps")
     assert steps.value == 100_000 and steps.confidence == "medium"
-    assert steps.location == project_config._display(str(tmp_path / "configs" / "default.py")) + ":5"
+    assert steps.location == "configs/default.py:5"  # relative to the project root, never absolute
     ev = project_config.Evaluator(f)
     module = project_config.config_of(f.memo("context_project", project_config.Project).load(str(tmp_path / "configs" / "big.py")), project_config.project_of(f))
     assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed

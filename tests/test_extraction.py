@@ -488,18 +488,31 @@ def test_chain_star_list_insert_at_unknown_index() -> None:
     assert nodes[2].reason == "insert at an unknown index"
 
 
-def test_chain_star_list_reassigned_is_unknown() -> None:
+def test_chain_star_list_grown_by_concatenation() -> None:
     f = facts(
         """
         import optax
         transforms = [optax.adam(1e-3)]
         transforms = transforms + [optax.clip(1.0)]
+        transforms += [optax.scale(0.5)]
         tx = optax.chain(*transforms)
         """
     )
-    (node,) = pipeline_named(f, "tx").root.children
-    assert node.kind == "unknown"
-    assert node.reason == "'transforms' is not a list built in this function"
+    assert [n.key for n in pipeline_named(f, "tx").root.children] == ["adam", "clip", "scale"]
+
+
+def test_chain_star_list_reassigned_is_unknown() -> None:
+    f = facts(
+        """
+        import optax
+        transforms = [optax.adam(1e-3)]
+        transforms = make_more()
+        tx = optax.chain(*transforms)
+        """
+    )
+    nodes = pipeline_named(f, "tx").root.children
+    assert nodes[-1].kind == "unknown"
+    assert "reassigned" in nodes[-1].reason
 
 
 def test_append_after_chain_call_is_not_part_of_it() -> None:

@@ -23,6 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from ..catalogue import load_table
+from .file_role import owning_package
 from .names import lookup, qualified_name
 from .optax_api import OptaxApi
 from .walker import Binding, CallRecord, Scope, iter_children
@@ -430,7 +431,15 @@ def _compute(facts) -> CurrencyFacts:
     want_model = _has_nnx_optimizer(facts, table)
     if facts.text is not None and not want_model and not table.prefilter.search(facts.text):
         return CurrencyFacts([], [])
-    return _Collector(facts, table, want_model).run()
+    found = _Collector(facts, table, want_model).run()
+    own = owning_package(facts.path)
+    if own is not None:
+        # A library's own modules use its private and deprecated names on purpose (and
+        # rewriting them to the public API can make the package import itself).
+        found.references = [r for r in found.references if r.qualname.split(".", 1)[0] != own]
+        if own == "flax":
+            found.model_reads = []
+    return found
 
 
 # --- nnx.Optimizer (OPX703) --------------------------------------------------------------
@@ -447,7 +456,18 @@ def _has_nnx_optimizer(facts, table: CurrencyTable) -> bool:
         for s in facts.raw.scopes for bs in s.bindings.values() for b in bs)
 
 
+def nnx_rebound(facts) -> bool:
+    """`nnx.Optimizer = nnx.ModelAndOptimizer` (flax's own migration shim): in this
+    file the name builds the class that keeps the old API."""
+    homes = _homes(table_for(facts))
+    return any(
+        qualified_name(target, scope) in homes for target, _, scope in facts.raw.attribute_stores
+    )
+
+
 def nnx_constructions(facts) -> list[CallRecord]:
+    if owning_package(facts.path) == "flax" or nnx_rebound(facts):
+        return []  # flax's own modules define and test the API; a shim keeps the old one
     table = table_for(facts)
     out: list[CallRecord] = []
     for home in sorted(_homes(table)):

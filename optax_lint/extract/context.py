@@ -28,6 +28,7 @@ miss.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -378,7 +379,7 @@ def declared_for(path, settings, cli_values: Optional[dict] = None) -> dict[str,
     out: dict[str, tuple] = {}
     table = getattr(settings, "context", None) or {}
     if table:
-        location = _config_display(settings.config_path)
+        location = _config_display(settings.config_path, getattr(settings, "root", None))
         base, overrides = parse_config_table(table)
         for field, value in base.items():
             out[field] = (value, "config", location)
@@ -391,16 +392,13 @@ def declared_for(path, settings, cli_values: Optional[dict] = None) -> dict[str,
     return out
 
 
-def _config_display(path) -> str:
+def _config_display(path, root=None) -> str:
+    """The config file for messages: relative to the project root, never absolute."""
     if path is None:
         return "config"
-    import os
+    from .file_role import display_path
 
-    try:
-        rel = os.path.relpath(str(path))
-    except ValueError:
-        return str(path)
-    return rel if not rel.startswith("..") else str(path)
+    return display_path(os.path.abspath(str(path)), str(root) if root else None)
 
 
 _PRAGMA = re.compile(r"#\s*optax-lint\s*:\s*context\b(?P<body>[^\n]*)", re.IGNORECASE)
@@ -451,7 +449,7 @@ def build_run_context(facts) -> RunContext:
         except ContextError:
             continue
         values[field] = _declared_entry(field, declared)
-    pragmas, problems = parse_pragmas(facts.text, facts.path)
+    pragmas, problems = parse_pragmas(facts.text, facts.display_path)
     for field, entry in pragmas.items():
         current = values.get(field)
         if current is None or _RANK.get(entry.source, 3) < _RANK.get(current.source, 3):

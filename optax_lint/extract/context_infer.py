@@ -100,6 +100,7 @@ class Signal:
     origin: Origin
     label: str  # "nn.MultiHeadDotProductAttention in EncoderBlock"
     by_name: bool = False
+    scope: Optional[Scope] = None  # where it is built (layers built outside any class)
 
 
 @dataclass
@@ -118,14 +119,16 @@ class ModelIndex:
         self.facts = facts
         self.classes: dict[str, ClassModel] = {}
         self.direct: list[Signal] = []  # layers built outside any class
-        self.used: list[tuple[str, cst.CSTNode]] = []  # module classes built outside classes
-        self.used_imports: list[tuple[str, cst.CSTNode]] = []
+        self.used: list[tuple[str, cst.CSTNode, Scope]] = []  # module classes built outside classes
+        self.used_imports: list[tuple[str, cst.CSTNode, Scope]] = []
         for scope in facts.raw.scopes:
-            if scope.kind == "class" and isinstance(scope.node, cst.ClassDef):
+            if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and not _test_class(scope.node):
                 self.classes.setdefault(scope.name, ClassModel(scope.name, scope))
         for record in facts.raw.calls:
             owner = _enclosing_class(record.scope)
             model = self.classes.get(owner.name) if owner is not None else None
+            if model is not None and model.scope is not owner:
+                model = None  # a test class, or a nested class of the same name
             self._note(record.node.func, record.scope, model, record.node)
             func = record.node.func
             last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
@@ -140,7 +143,7 @@ class ModelIndex:
         arch = _layer_arch(name)
         if arch is not None:
             where = f" in {model.name}" if model is not None else ""
-            signal = Signal(arch, Origin(facts, node), f"{cst.Module([]).code_for_node(expr)}{where}")
+            signal = Signal(arch, Origin(facts, node), f"{cst.Module([]).code_for_node(expr)}{where}", scope=scope)
             (model.signals if model is not None else self.direct).append(signal)
             return
         if isinstance(expr, cst.Name):
@@ -150,14 +153,14 @@ class ModelIndex:
                     if expr.value != model.name:
                         model.uses.append(expr.value)
                 else:
-                    self.used.append((expr.value, node))
+                    self.used.append((expr.value, node, scope))
                 return
         qual = qualified_name(expr, scope)
         if qual and not qual.startswith(_LIBRARIES) and qual.rsplit(".", 1)[-1][:1].isupper():
             if model is not None:
                 model.imports.append((qual, node))
             else:
-                self.used_imports.append((qual, node))
+                self.used_imports.append((qual, node, scope))
 
     def closure(self, name: str) -> tuple[list[Signal], list[tuple[str, cst.CSTNode]], list[str]]:
         """Signals, imported callables and class names reachable from class `name`."""
@@ -187,6 +190,21 @@ class ModelIndex:
             if signals or _name_arch(name):
                 out.append(name)
         return out
+
+
+_NOT_MODELS = re.compile(r"(Test|Tests|TestCase)$|^(Test|Mock|Fake|Dummy|Stub)")
+
+
+def _test_class(node: cst.ClassDef) -> bool:
+    """A TestCase (or a mock standing in for a model): its name says nothing about
+    what the file trains."""
+    if _NOT_MODELS.search(node.name.value):
+        return True
+    for base in node.bases:
+        text = cst.Module([]).code_for_node(base.value)
+        if text.endswith("TestCase"):
+            return True
+    return False
 
 
 def _enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
@@ -338,11 +356,19 @@ class Inference:
     def _infer_arch(self, context) -> Optional[ContextValue]:
         facts = self.facts
         index = model_index(facts)
-        signals: list[Signal] = list(index.direct)
-        imports: list[tuple[str, cst.CSTNode]] = list(index.used_imports)
+        # Only the model the training code builds counts: a `*Transformer*` mock or
+        # class elsewhere in the file says nothing about this optimizer.
+        keep = training_region(facts)
+        signals: list[Signal] = [s for s in index.direct if keep(s.scope)]
+        imports: list[tuple[str, cst.CSTNode]] = [(q, n) for q, n, scope in index.used_imports if keep(scope)]
         names: list[str] = []
-        used = [name for name, _ in index.used if index.closure(name)[0] or index.closure(name)[1] or _name_arch(name)]
-        top = used or index.roots()
+        used = [
+            name for name, _, scope in index.used
+            if keep(scope) and (index.closure(name)[0] or index.closure(name)[1] or _name_arch(name))
+        ]
+        # Model classes defined here but built elsewhere: only when nothing in this file
+        # builds a class at all (else the training code's own model would have shown).
+        top = used or ([] if index.used else index.roots())
         for name in dict.fromkeys(top):
             found, imported, reached = index.closure(name)
             signals.extend(found)
@@ -390,8 +416,8 @@ class Inference:
                 for name in reached:
                     arch = _name_arch(name)
                     if arch is not None:
-                        out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name} in {module.path}", by_name=True))
-                return [Signal(s.arch, s.origin, f"{s.label} ({module.path}, used as {short})", s.by_name) for s in out]
+                        out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name} in {module.display_path}", by_name=True))
+                return [Signal(s.arch, s.origin, f"{s.label} ({module.display_path}, used as {short})", s.by_name) for s in out]
         arch = _name_arch(short)
         if arch is not None:
             return [Signal(arch, Origin(facts, node), f"{short} (imported model)", by_name=True)]
@@ -406,7 +432,7 @@ class Inference:
         if not records:
             facts = self.facts
             if facts.pipelines and (facts.update_sites or facts.consumers) and not not_analysable(facts):
-                return ContextValue(1, "inferred", None, "medium", "no optax.MultiSteps in this file", locate=lambda: facts.path)
+                return ContextValue(1, "inferred", None, "medium", "no optax.MultiSteps in this file", locate=lambda: facts.display_path)
             self.note("grad_accum", "no MultiSteps here, but the optimizer is not built and used in this file")
             return None
         values = []
@@ -699,7 +725,7 @@ class Inference:
         match = _XLA_DEVICES.search(text)
         if match:
             line = text.count("\n", 0, match.start()) + 1
-            return ContextValue(int(match.group(1)), "inferred", f"{facts.path}:{line}", "high", "--xla_force_host_platform_device_count")
+            return ContextValue(int(match.group(1)), "inferred", f"{facts.display_path}:{line}", "high", "--xla_force_host_platform_device_count")
         for name in ("jax.make_mesh", "jax.experimental.mesh_utils.create_device_mesh", "jax.sharding.Mesh", "jax.experimental.maps.Mesh"):
             for record in facts.calls_by_name.get(name, ()):
                 shape = _arg_expr(record.node, 0, "axis_shapes" if name == "jax.make_mesh" else ("mesh_shape" if "create" in name else "devices"))
@@ -817,9 +843,10 @@ class Inference:
     def _infer_fine_tune(self, context) -> Optional[ContextValue]:
         facts = self.facts
         restores = []
+        keep = training_region(facts)
         for record in facts.raw.calls:
             last = _last_name(record.node.func)
-            if last not in _RESTORE:
+            if last not in _RESTORE or not keep(record.scope):
                 continue
             callee = _text(record.node.func)
             if last == "from_pretrained" and re.search(r"Tokenizer|Processor|FeatureExtractor|Config|tokenizer", callee):
@@ -930,6 +957,72 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
     terms = f"L={L} ({layers[0]}), d={d} ({width[0]}), d_ff={d_ff} ({ff[0] if ff else '4d'})" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
     detail = f"estimated L*(4d^2 + 2*d*d_ff) + V*d with {terms}"
     return total, detail, confidence, width[1].origin or layers[1].origin
+
+
+def training_region(facts):
+    """A predicate on scopes: inside the functions that train (use an optimizer:
+    update sites, TrainState/nnx.Optimizer consumers), the local functions they call
+    and the functions that call them, or at module level. Everything passes when the
+    file shows no training code (its context comes from elsewhere)."""
+    return facts.memo("context_training_region", _training_region)
+
+
+def _outermost_function(scope: Optional[Scope]) -> Optional[Scope]:
+    found = None
+    while scope is not None:
+        if scope.kind in ("function", "lambda"):
+            found = scope
+        elif scope.kind == "class" and found is not None:
+            break  # a method: the method is the unit
+        scope = scope.parent
+    return found
+
+
+def _training_region(facts):
+    sites = [site.record.scope for site in facts.update_sites] + [c.record.scope for c in facts.consumers]
+    if not sites:
+        return lambda scope: True
+    if any(_outermost_function(scope) is None for scope in sites):
+        return lambda scope: True  # training at module level: the file is the unit
+    region = {id(_outermost_function(scope)) for scope in sites}
+    # One level of local calls each way: create_train_state() called by train(), and
+    # main() that builds the model and calls train(model).
+    callees, callers = set(), set()
+    for record in facts.raw.calls:
+        func = record.node.func
+        if not isinstance(func, cst.Name):
+            continue
+        _, bindings = lookup(func.value, record.scope)
+        if len(bindings) != 1 or bindings[0].kind != "def":
+            continue
+        target = facts.raw.functions.get(bindings[0].node)
+        here = _outermost_function(record.scope)
+        if target is None:
+            continue
+        if here is not None and id(here) in region:
+            callees.add(id(_outermost_function(target)))
+        if id(_outermost_function(target)) in region and here is not None:
+            callers.add(id(here))
+    region |= callees | callers
+    # Functions handed over by name from the training code or module level:
+    # hk.transform(forward), jax.jit(step), nn.scan(body).
+    for record in facts.raw.calls:
+        here = _outermost_function(record.scope)
+        if here is not None and id(here) not in region:
+            continue
+        for arg in record.node.args:
+            if isinstance(arg.value, cst.Name):
+                _, bindings = lookup(arg.value.value, record.scope)
+                if len(bindings) == 1 and bindings[0].kind == "def":
+                    target = facts.raw.functions.get(bindings[0].node)
+                    if target is not None:
+                        region.add(id(_outermost_function(target)))
+
+    def keep(scope: Optional[Scope]) -> bool:
+        function = _outermost_function(scope)
+        return function is None or id(function) in region
+
+    return keep
 
 
 def _binding_names(facts) -> dict[str, list[tuple[Scope, str]]]:

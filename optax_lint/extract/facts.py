@@ -11,7 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .names import NameResolver
+from .names import NameResolver, qualified_name
 from .optax_api import OptaxApi, load_api
 from .pipelines import Pipeline, PipelineBuilder, TxNode
 from .schedules import Schedule, ScheduleExtractor
@@ -42,7 +42,14 @@ class ModuleFacts:
         self.raw: RawFacts = collect(module)
         self.names = NameResolver(self.api)
         self.builder = PipelineBuilder(self.raw, self.api, self.names)
-        self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names)
+        self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names, self.builder.lists)
+
+    @functools.cached_property
+    def display_path(self) -> str:
+        """The path as messages show it: relative to the project root, never absolute."""
+        from .file_role import display_path
+
+        return display_path(self.path, self.root)
 
     def memo(self, key: str, compute):
         """Per-module cache for facts derived in other modules (rule families'
@@ -154,6 +161,8 @@ class ModuleFacts:
             if method == "apply_gradients":
                 sites.append(UpdateSite("apply_gradients", record, func.value))
             elif method == "update" and len(record.node.args) >= 2:
+                if qualified_name(func.value, record.scope) is not None:
+                    continue  # nnx.update(model, state), jax.config.update(...): a module's function
                 pipeline = self.pipeline_for(func.value, record.scope)
                 site = UpdateSite("update", record, func.value, pipeline)
                 sites.append(site)

@@ -17,12 +17,14 @@ from typing import Any, Callable, Iterator, Optional
 import libcst as cst
 
 from .arguments import BoundArgs, bind
+from .lists import ListModel
 from .names import NameResolver, lookup
 from .optax_api import CLIP_PRIMITIVES, SINGLE_INNER_WRAPPERS, ApiEntry, ExpansionStep, OptaxApi
 from .values import Unknown, sign_of, single_binding, value_of
-from .walker import Binding, CallRecord, RawFacts, Scope
+from .walker import Binding, CallRecord, RawFacts, Scope, walk
 
 _MAX_DEPTH = 16
+_MAX_CHOICE_DEPTH = 6
 
 
 @dataclass(eq=False)
@@ -208,10 +210,7 @@ class PipelineBuilder:
         self.raw = raw
         self.api = api
         self.names = names
-        self._appends: Optional[dict[tuple[int, str], list[CallRecord]]] = None
-        # Source order of calls (the walker records them in order), to tell appends
-        # made before a chain(*list) call from those made after it.
-        self._order = {id(r.node): i for i, r in enumerate(raw.calls)}
+        self.lists = ListModel(raw)  # shared with the schedule extractor
 
     # -- entry points -----------------------------------------------------
     def transform_entry(self, call: cst.Call, scope: Scope) -> Optional[ApiEntry]:
@@ -231,8 +230,15 @@ class PipelineBuilder:
             return TxNode("<unknown>", "unknown", None, scope, reason="pipeline too deep")
         if isinstance(expr, cst.Call):
             return self._build_call(expr, scope, depth)
+        if isinstance(expr, cst.IfExp):
+            return self._choice([(expr.body, scope), (expr.orelse, scope)], scope, depth)
         if isinstance(expr, cst.Name):
             binding, reason = single_binding(expr.value, scope)
+            alternatives = self._alternatives(expr.value, scope) if binding is None else None
+            if alternatives is not None:
+                node = self._choice(alternatives, scope, depth)
+                node.via.append(expr)
+                return node
             if binding is None:
                 fn = self._local_function(expr.value, scope)
                 reason = reason if fn is None else f"'{expr.value}' is a function"
@@ -243,6 +249,44 @@ class PipelineBuilder:
             node.via.append(expr)
             return node
         return TxNode("<unknown>", "unknown", None, scope, reason=f"{type(expr).__name__} expression")
+
+    def _alternatives(self, name: str, scope: Scope) -> Optional[list[tuple[Optional[cst.BaseExpression], Scope]]]:
+        """The values a name may hold when it is bound on several branches
+        (`if adam: d = scale_by_adam() else: d = scale_by_rms()`), or a parameter's
+        default (callers may pass something else: that alternative is unknown)."""
+        owner, bindings = lookup(name, scope)
+        if owner is None or not bindings:
+            return None
+        if len(bindings) == 1 and bindings[0].kind == "param":
+            default = bindings[0].node.default if isinstance(bindings[0].node, cst.Param) else None
+            if default is None or not isinstance(default, cst.Call):
+                return None
+            return [(default, owner.parent or owner), (None, owner)]
+        if len(bindings) < 2 or not any(b.conditional for b in bindings):
+            return None
+        out = []
+        for binding in bindings:
+            if binding.kind not in ("assign", "annassign") or binding.index or binding.value is None:
+                return None
+            if any(isinstance(n, cst.Name) and n.value == name for n in _names_in(binding.value)):
+                return None  # `tx = chain(clip, tx)`: a rebinding, not a branch
+            out.append((binding.value, binding.scope))
+        return out
+
+    def _choice(self, alternatives, scope: Scope, depth: int) -> TxNode:
+        """One of several values, picked at run time: each child is a whole alternative."""
+        if depth > _MAX_CHOICE_DEPTH:  # alternatives multiply: keep the work bounded
+            return TxNode("<unknown>", "unknown", None, scope, reason="too many alternatives to follow")
+        node = TxNode("<choice>", "wrapper", None, scope)
+        for expr, where in alternatives:
+            if expr is None:
+                child = TxNode("<unknown>", "unknown", None, where, reason="a value passed by the caller")
+            else:
+                child = self.build(expr, where, depth + 1)
+            child.conditional = True
+            child.parent = node
+            node.children.append(child)
+        return node
 
     # -- calls ------------------------------------------------------------
     def inject_inner(self, call: cst.Call, scope: Scope) -> Optional[ApiEntry]:
@@ -302,7 +346,12 @@ class PipelineBuilder:
         if short in ("chain",):
             node.children = self._elements(node.call, args, node.scope, depth)
         elif short == "named_chain":
+            for arg in node.call.args:
+                if arg.star and arg.keyword is None:
+                    self._named_dict(node, arg, depth)
             for arg in list(args.varargs):
+                if arg.star:
+                    continue
                 value = arg.value
                 if isinstance(value, cst.Tuple) and len(value.elements) == 2:
                     child = self.build(value.elements[1].value, node.scope, depth + 1)
@@ -341,6 +390,32 @@ class PipelineBuilder:
             if not node.children:
                 node.children.append(TxNode("<unknown>", "unknown", None, node.scope, reason=f"{short}'s inner transformation"))
 
+    def _named_dict(self, node: TxNode, arg: cst.Arg, depth: int) -> None:
+        """named_chain(*parts.items()) and named_chain(**{"name": transform})."""
+        value = arg.value
+        if arg.star == "*" and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "items":
+            value = value.func.value
+        elif arg.star != "**":
+            node.children.append(TxNode("<unknown>", "unknown", None, node.scope, reason="named_chain *arguments"))
+            return
+        changed = False
+        if isinstance(value, cst.Name):
+            owner, _ = lookup(value.value, node.scope)
+            changed = owner is not None and (
+                (id(owner), value.value) in self.raw.item_stores or bool(self.lists.mutations(owner, value.value))
+            )
+            binding, _ = single_binding(value.value, node.scope)
+            value = binding.value if binding is not None and not binding.index else None
+        if not isinstance(value, cst.Dict) or changed:
+            node.children.append(TxNode("<unknown>", "unknown", None, node.scope, reason="named_chain over a dict this file does not show"))
+            return
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement):
+                node.children.append(TxNode("<unknown>", "unknown", None, node.scope, reason="dict unpacking"))
+                continue
+            node.labels.append(value_of(element.key, node.scope))
+            node.children.append(self.build(element.value, node.scope, depth + 1))
+
     def _elements(self, call: cst.Call, args: BoundArgs, scope: Scope, depth: int) -> list[TxNode]:
         """The ordered elements of chain(...), following *lists built with append."""
         out: list[TxNode] = []
@@ -358,56 +433,19 @@ class PipelineBuilder:
         return out
 
     def _star_elements(self, expr: cst.BaseExpression, scope: Scope, depth: int, consumer: Optional[cst.Call] = None) -> list[TxNode]:
-        if isinstance(expr, (cst.List, cst.Tuple)):
-            return [self.build(e.value, scope, depth + 1) for e in expr.elements if not isinstance(e, cst.StarredElement)]
-        if not isinstance(expr, cst.Name):
-            return [TxNode("<unknown>", "unknown", None, scope, reason="*arguments not a list")]
-        owner, bindings = lookup(expr.value, scope)
-        lists = [b for b in bindings if b.kind in ("assign", "annassign")]
-        if owner is None or len(lists) != 1 or len(bindings) != 1 or not isinstance(lists[0].value, (cst.List, cst.Tuple)):
-            return [TxNode("<unknown>", "unknown", None, scope, reason=f"'{expr.value}' is not a list built in this function")]
-        base = lists[0]
-        out = [self.build(e.value, owner, depth + 1) for e in base.value.elements if not isinstance(e, cst.StarredElement)]
-        limit = self._order.get(id(consumer)) if consumer is not None else None
-        for record in self._list_mutations(owner, expr.value):
-            if limit is not None and self._order.get(id(record.node), -1) > limit and record.scope is owner:
-                continue  # appended after the chain was built: not part of it
-            method = record.node.func.attr.value
-            if not record.node.args:
-                continue
-            value = record.node.args[-1].value
-            if method in ("append", "insert"):
-                child = self.build(value, owner, depth + 1)
-                child.conditional = record.conditional and not base.conditional
-                if method == "insert":
-                    index = value_of(record.node.args[0].value, owner)
-                    if index == 0:
-                        out.insert(0, child)
-                    else:
-                        out.append(TxNode("<unknown>", "unknown", None, owner, reason="insert at an unknown index"))
-                    continue
-                out.append(child)
-            elif method == "extend" and isinstance(value, (cst.List, cst.Tuple)):
-                for e in value.elements:
-                    child = self.build(e.value, owner, depth + 1)
-                    child.conditional = record.conditional
-                    out.append(child)
-            else:
-                out.append(TxNode("<unknown>", "unknown", None, owner, reason=f"'{expr.value}.{method}' with an unknown value"))
+        value = self.lists.elements(expr, scope, consumer)
+        if value is None:
+            name = expr.value if isinstance(expr, cst.Name) else None
+            reason = f"'{name}' is not a list built in this function" if name else "*arguments not a list"
+            return [TxNode("<unknown>", "unknown", None, scope, reason=reason)]
+        out = []
+        for item in value.items:
+            child = self.build(item.expr, item.scope, depth + 1)
+            child.conditional = child.conditional or item.conditional
+            out.append(child)
+        if not value.complete:
+            out.append(TxNode("<unknown>", "unknown", None, scope, reason=value.reason))
         return out
-
-    def _list_mutations(self, scope: Scope, name: str) -> list[CallRecord]:
-        if self._appends is None:
-            self._appends = {}
-            for record in self.raw.calls:
-                func = record.node.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and func.attr.value in ("append", "insert", "extend")
-                    and isinstance(func.value, cst.Name)
-                ):
-                    self._appends.setdefault((id(record.scope), func.value.value), []).append(record)
-        return self._appends.get((id(scope), name), [])
 
     # -- helper functions -------------------------------------------------
     def _local_function(self, name: str, scope: Scope) -> Optional[Scope]:
@@ -428,6 +466,10 @@ class PipelineBuilder:
         node = self.build(values[0], fn, depth + 1)
         node.via.append(call)
         return node
+
+
+def _names_in(expr: cst.BaseExpression):
+    return walk(expr)
 
 
 # ---------------------------------------------------------------------------
@@ -481,6 +523,14 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
             if len(branches) > 64:  # keep pathological multi_transform nests bounded
                 branches = branches[:64]
         return branches
+    if short == "<choice>":
+        out = []
+        for child in node.children:
+            for branch in _expand(child, masked):
+                for step in branch:
+                    step.maybe = True
+                out.append(branch)
+        return out
     if short in ("multi_transform", "partition"):
         out = []
         for child in node.children:

@@ -90,7 +90,7 @@ class Origin:
         self.label = label
 
     def location(self) -> str:
-        return f"{self.facts.path}:{line_of(self.facts, self.node)}"
+        return f"{self.facts.display_path}:{line_of(self.facts, self.node)}"
 
 
 def line_of(facts, node: cst.CSTNode) -> int:
@@ -849,7 +849,7 @@ class Evaluator:
             return other.class_field(config_of(module, self.project).classes[path[0]], path[1:], "medium", depth)
         result = other.word(path[0], module.raw.module_scope, depth)
         if len(path) > 1 or not isinstance(result, Found):
-            return Unknown(f"{'.'.join(path)} in {module.path}") if not isinstance(result, Found) else Unknown("attribute of a module value")
+            return Unknown(f"{'.'.join(path)} in {module.display_path}") if not isinstance(result, Found) else Unknown("attribute of a module value")
         return result
 
     # -- attribute paths on config objects ---------------------------------
@@ -1079,7 +1079,7 @@ class Evaluator:
             return Unknown(f"config.{'.'.join(names)} is not set in the configs read")
         if explicit or total == 1:
             module, found = hits[0]
-            return found.capped("medium", f"{found.detail} in {module.path}")
+            return found.capped("medium", f"{found.detail} in {module.display_path}")
         values = {repr(f.value) for _, f in hits}
         if len(values) == 1 and len(hits) == total:
             module, found = hits[0]
@@ -1091,7 +1091,7 @@ class Evaluator:
         why = f"configs disagree ({others})" if others else f"set in {len(hits)} of {total} configs"
         if others and missing:
             why += f"; unset in {missing}"
-        return preferred[1].capped("low", f"{preferred[1].detail} in {preferred[0].path}; {why}")
+        return preferred[1].capped("low", f"{preferred[1].detail} in {preferred[0].display_path}; {why}")
 
     # -- dataclasses ------------------------------------------------------------
     def class_of(self, expr: cst.BaseExpression, scope: Scope) -> tuple[Optional[ClassInfo], str]:

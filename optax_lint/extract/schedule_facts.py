@@ -246,10 +246,12 @@ class ScheduleShapes:
 
     # -- join_schedules ---------------------------------------------------
     def join_parts(self, s: Schedule):
-        """(piece expressions, boundary expressions) when both are literal lists."""
-        pieces = _literal_elements(s.args.expr("schedules"), s.scope)
-        bounds = _literal_elements(s.args.expr("boundaries"), s.scope)
-        return pieces, bounds
+        """(piece expressions, boundary expressions), each None unless the list's exact
+        contents are known (the shared list model: literals, appends, `+=`)."""
+        lists = self.facts.builder.lists
+        pieces = lists.elements(s.args.expr("schedules"), s.scope, s.call)
+        bounds = lists.elements(s.args.expr("boundaries"), s.scope, s.call)
+        return (pieces.exact() if pieces is not None else None), (bounds.exact() if bounds is not None else None)
 
     def _join(self, s: Schedule) -> Shape:
         piece_exprs, bound_exprs = self.join_parts(s)
@@ -342,18 +344,6 @@ def _cosine(init: float, steps: float, alpha: float, exponent: float, t: float) 
     count = min(t, steps)
     decay = 0.5 * (1 + math.cos(math.pi * count / steps))
     return init * ((1 - alpha) * decay**exponent + alpha)
-
-
-def _literal_elements(expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[list[cst.BaseExpression]]:
-    """The element expressions of a list/tuple literal (through a name assigned once)."""
-    if isinstance(expr, cst.Name):
-        binding, _ = single_binding(expr.value, scope)
-        expr = binding.value if binding is not None and not binding.index else None
-    if not isinstance(expr, (cst.List, cst.Tuple)):
-        return None
-    if any(isinstance(e, cst.StarredElement) for e in expr.elements):
-        return None
-    return [e.value for e in expr.elements]
 
 
 # ---------------------------------------------------------------------------

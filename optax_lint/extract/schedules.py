@@ -9,6 +9,7 @@ from typing import Any, Optional
 import libcst as cst
 
 from .arguments import BoundArgs, bind
+from .lists import ListModel
 from .names import NameResolver
 from .optax_api import ApiEntry, OptaxApi
 from .values import single_binding
@@ -53,8 +54,9 @@ class Schedule:
 
 
 class ScheduleExtractor:
-    def __init__(self, raw: RawFacts, api: OptaxApi, names: NameResolver) -> None:
+    def __init__(self, raw: RawFacts, api: OptaxApi, names: NameResolver, lists: Optional[ListModel] = None) -> None:
         self.raw = raw
+        self.lists = lists  # the list model the pipeline builder uses too
         self.api = api
         self.names = names
         self._by_call: dict[cst.Call, Schedule] = {}
@@ -73,15 +75,11 @@ class ScheduleExtractor:
         schedule = Schedule(entry.key, call, scope, bind(call, scope, entry), entry, name=name)
         self._by_call[call] = schedule
         if entry.key == "join_schedules":
-            pieces = schedule.args.expr("schedules")
-            if isinstance(pieces, cst.Name):
-                binding, _ = single_binding(pieces.value, scope)
-                pieces = binding.value if binding is not None else None
-            if isinstance(pieces, (cst.List, cst.Tuple)):
-                for element in pieces.elements:
-                    piece = self.resolve(element.value, scope)
-                    if piece is not None:
-                        schedule.pieces.append(piece)
+            listed = self.lists.elements(schedule.args.expr("schedules"), scope, call) if self.lists is not None else None
+            for item in (listed.items if listed is not None and listed.exact() is not None else ()):
+                piece = self.resolve(item.expr, item.scope)
+                if piece is not None:
+                    schedule.pieces.append(piece)
         return schedule
 
     def resolve(self, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0) -> Optional[Schedule]:

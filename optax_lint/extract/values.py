@@ -186,7 +186,10 @@ def _unescape(raw: str) -> str:
     return raw.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
-_LR_NAME = re.compile(r"(^|_)(lr|learning_rate|step_size|eta|peak_lr|base_lr|init_lr|max_lr)($|_)", re.IGNORECASE)
+_LR_NAME = re.compile(
+    r"(^|_)(lr|learning_rate|step_size|eta|peak_lr|base_lr|init_lr|max_lr|wd|weight_decay|decay_rate|l2|l2_reg)($|_)",
+    re.IGNORECASE,
+)
 
 
 def sign_of(expr: Optional[cst.BaseExpression], scope: Scope, _depth: int = 0) -> Optional[int]:
@@ -194,8 +197,9 @@ def sign_of(expr: Optional[cst.BaseExpression], scope: Scope, _depth: int = 0) -
 
     Beyond static values, this knows two facts of every real training script: a
     parameter's literal default shows its sign, and a variable named like a
-    learning rate (`lr`, `learning_rate`, `config.base_lr`) is positive, so
-    `optax.scale(-learning_rate)` descends.
+    learning rate or a weight decay (`lr`, `learning_rate`, `config.base_lr`, `wd`,
+    `weight_decay`) is positive, so `optax.scale(-learning_rate)` descends and
+    `add_decayed_weights(-lr * wd)` adds a negative decay.
     """
     if expr is None or _depth > 12:
         return None

@@ -127,6 +127,7 @@ class Binding:
     conditional: bool = False  # under if/for/while/try/with inside its scope
     in_loop: bool = False
     qualname: Optional[str] = None  # for imports: what the name refers to
+    order: int = -1  # calls recorded before it: orders bindings against calls in source order
 
 
 @dataclass(eq=False)
@@ -174,6 +175,8 @@ class RawFacts:
     # Child -> parent for statements only (cheap; used to find enclosing blocks for fixes).
     parent_stmt: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     comments_present: bool = False
+    item_stores: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name) of `name[k] = v`
+    attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, "Scope"]] = field(default_factory=list)  # `a.b = v`
 
 
 # Attribute names that rules read; recording every attribute would be wasted work.
@@ -277,6 +280,7 @@ class _Collector:
                 self.expr(node.value, assigned=node.target)
                 self.bind_target(node.target, "annassign", line, node.value)
         elif isinstance(node, cst.AugAssign):
+            self.note_item_store(node.target)
             self.expr(node.value)
             self.expr(node.target)
             if isinstance(node.target, cst.Name):
@@ -310,6 +314,9 @@ class _Collector:
             for item in node.names:
                 self.scope.declared_global.add(item.name.value)
         elif isinstance(node, cst.Del):
+            for target in (node.target.elements if isinstance(node.target, cst.Tuple) else ()):
+                self.note_item_store(target.value)
+            self.note_item_store(node.target)
             self.expr(node.target)
         else:
             for child in iter_children(node):
@@ -377,6 +384,7 @@ class _Collector:
                 conditional=self.conditional > 0,
                 in_loop=in_loop or self.loop_depth > 0,
                 qualname=qualname,
+                order=len(self.facts.calls),
             )
         )
 
@@ -391,7 +399,15 @@ class _Collector:
                 self.bind_target(inner, kind, node, value, index=index + (i,), in_loop=in_loop)
         else:
             # Attribute / subscript targets bind no name but may hold calls.
+            self.note_item_store(target)
+            if isinstance(target, cst.Attribute) and value is not None:
+                self.facts.attribute_stores.append((target, value, self.scope))
             self.expr(target)
+
+    def note_item_store(self, target) -> None:
+        """`x[k] = v`: the list/dict `x` changes without a new binding."""
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.facts.item_stores.add((id(self.scope), target.value.value))
 
     # -- expressions ------------------------------------------------------
     def expr(self, node, *, assigned=None, discarded=False) -> None:

@@ -23,9 +23,11 @@ from ..extract.api_currency import (
     currency_facts,
     model_name_at,
     nnx_constructions,
+    nnx_rebound,
     optimizer_origin,
     table_for,
 )
+from ..extract.file_role import belongs_to, owning_package
 from ..extract.names import qualified_name
 from ..extract.walker import Scope
 from .base import Context, Rule, describe, register
@@ -233,8 +235,16 @@ def _replace_pair(pair: Optional[tuple[cst.CSTNode, object]]) -> Optional[fixes.
 
 # --- shared reporting of table references ------------------------------------------------------
 
-def _reference_fix(ref: Reference, entry: Entry) -> Optional[fixes.ModuleEdit]:
-    if entry.fix == "none" or not entry.replacement:
+def import_safe(path: Optional[str], target: str) -> bool:
+    """A fix may point a module at `target` only when `target` lies outside the
+    package the module belongs to: inside it, the package's `__init__` may import this
+    very module, and the rewritten import would be circular."""
+    own = owning_package(path)
+    return own is None or target.split(".", 1)[0] != own
+
+
+def _reference_fix(ref: Reference, entry: Entry, path: Optional[str] = None) -> Optional[fixes.ModuleEdit]:
+    if entry.fix == "none" or not entry.replacement or not import_safe(path, entry.replacement):
         return None
     if ref.kind == "import_from":
         return _import_fix(ref, entry)
@@ -306,7 +316,7 @@ def report_references(ctx: Context, code: str) -> None:
         entry = ref.entry
         if entry is None or entry.rule != code:
             continue
-        fix = _reference_fix(ref, entry)
+        fix = _reference_fix(ref, entry, ctx.facts.path)
         finding = ctx.report(
             ref.node,
             subject=_spelled(ref),
@@ -331,6 +341,8 @@ class DeprecatedOptaxApi(Rule):
 
     def _arguments(self, ctx: Context) -> None:
         facts = ctx.facts
+        if belongs_to(facts.path, "optax"):
+            return  # optax's own modules keep the old keywords working on purpose
         table = table_for(facts)
         for path, argument in sorted(table.arguments.items()):
             entry = facts.api.entry(path)
@@ -386,7 +398,7 @@ class PrivateOptaxImport(Rule):
     def _attribute(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
         target = ref.private
         module = ref.qualname.rsplit(".", 1)[0]
-        new = spell(target.public, ref.scope)
+        new = spell(target.public, ref.scope) if import_safe(ctx.facts.path, target.public) else None
         fix = fixes.replace(ref.node, new) if new is not None else None
         finding = ctx.report(
             ref.node,
@@ -418,12 +430,13 @@ class PrivateOptaxImport(Rule):
         for ref in refs:
             index = next(i for i, a in enumerate(node.names) if a is ref.node)
             moves[index] = ref.private.public
-        fix = _replace_pair(rehome_imports(first.statement, node, moves)) if isinstance(first.statement, cst.SimpleStatementLine) else None
-        names = ", ".join(_alias_local(r.node) for r in refs)
+        fix = None
+        if isinstance(first.statement, cst.SimpleStatementLine) and all(import_safe(ctx.facts.path, p) for p in moves.values()):
+            fix = _replace_pair(rehome_imports(first.statement, node, moves))
         publics = ", ".join(dict.fromkeys(r.private.public for r in refs))
         finding = ctx.report(
             first.node,
-            subject=f"`from {module} import {names}`",
+            subject=f"`{code_text(node, 72)}`",  # the import exactly as written
             state=f"imports from {module}, which {self._state(module, removed, table)}",
             advice=f"use {publics}"
             + (" (matched by name: the old module is gone)" if removed else
@@ -444,7 +457,7 @@ class LegacyFlaxOptimizerApi(Rule):
         facts = ctx.facts
         table = table_for(facts)
         nnx = table.nnx
-        if not nnx:
+        if not nnx or belongs_to(facts.path, "flax") or nnx_rebound(facts):
             return
         version = table.version_of("flax")
         since = nnx.get("since", "")

@@ -9,6 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from .. import fixes
+from ..extract.optimizer_use import used_as_optimizer
 from ..extract.pipelines import Pipeline, Step, TxNode
 from ..extract.values import Unknown
 from .base import Context, Rule, describe, register
@@ -89,7 +90,7 @@ class DecayAfterLrScaling(Rule):
                         break  # sign unknown from here on: say nothing
                     if step.primitive == "add_decayed_weights" and flips % 2 == 1 and step.origin.kind == "transform":
                         call = step.origin.call
-                        if call is not None and call not in seen and not _zero_decay(step):
+                        if call is not None and call not in seen and _decay_sign(step) == 1:
                             seen.add(call)
                             self._report(ctx, pipeline, step, last_flip)
                     if negates:
@@ -146,9 +147,15 @@ class DecayAfterLrScaling(Rule):
         return fixes.replace(chain_call, new_chain), "Use decoupled weight decay: {optimizer} -> adamw(..., weight_decay=...)"
 
 
-def _zero_decay(step: Step) -> bool:
-    value = step.arg_value("weight_decay")
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+def _decay_sign(step: Step) -> Optional[int]:
+    """The sign of the decay rate: a negative rate after the sign flip is a correct
+    (hand-negated) decoupled decay; an unknown sign (`mult - 1`) says nothing."""
+    if not step.origin.args or not step.origin.args.given("weight_decay"):
+        value = step.arg_value("weight_decay")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (value > 0) - (value < 0)
+        return None
+    return step.arg_sign("weight_decay")
 
 
 _DECAY_ALIASES_PARAM = "weight_decay"
@@ -190,6 +197,7 @@ class ChainNeverDescends(Rule):
     code = "OPX104"
 
     def check(self, ctx: Context) -> None:
+        used = None
         for pipeline in ctx.facts.pipelines:
             for sequence in pipeline.sequences():
                 signs = [step.negates() for step in sequence]
@@ -199,6 +207,11 @@ class ChainNeverDescends(Rule):
                     continue  # a lone clip handed to user code, or a frozen branch: nothing climbs
                 flips = sum(1 for s in signs if s)
                 if flips % 2 == 0:
+                    # A building block (scale_by_adam(), a trace direction) never descends
+                    # by design: judge only what the file shows being used as the optimizer.
+                    used = used_as_optimizer(ctx.facts) if used is None else used
+                    if id(pipeline.call) not in used:
+                        break
                     ctx.report(
                         pipeline.call,
                         chain=describe(pipeline.call),

@@ -9,6 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from .. import fixes
+from ..extract.file_role import in_test_function, is_test_file
 from ..extract.pipelines import TxNode
 from ..extract.values import value_of
 from .base import Context, Rule, describe, register
@@ -115,7 +116,10 @@ class MaskedUsedToFreeze(Rule):
     code = "OPX106"
 
     def check(self, ctx: Context) -> None:
+        test_file = is_test_file(ctx.facts.path)
         for pipeline in ctx.facts.pipelines:
+            if test_file or in_test_function(pipeline.record.scope):
+                continue  # tests of masked assert the pass-through on purpose
             top = _unwrap(pipeline.root)
             elements = top.children if top.short in ("chain", "named_chain") else [top]
             masked = [e for e in elements if e.short == "masked" and e.children and _contains_lr_step(e.children[0])]

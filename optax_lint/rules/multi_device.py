@@ -479,6 +479,14 @@ class StateNotReplicated(Rule):
 # OPX406
 
 
+# What writing one copy per device costs, by the library that writes it.
+_REPLICATED_SAVE = {
+    "orbax": "orbax stores one copy per device, and restoring on another device count fails with 'Topology mismatch'",
+    "other": "the file holds one copy per device (a leading device axis on every leaf), "
+    "and restoring it on another device count, or on one host, gives arrays of the wrong shape",
+}
+
+
 @register
 class CheckpointReplicatedState(Rule):
     code = "OPX406"
@@ -496,6 +504,7 @@ class CheckpointReplicatedState(Rule):
                 saved=par.code_of(save.saved),
                 save=describe(save.call),
                 origin=("from " if value.how == "replicate" else "output of ") + describe(value.node),
+                consequence=_REPLICATED_SAVE.get(save.how, _REPLICATED_SAVE["other"]),
                 fix=fix,
                 related=[(value.node, "replicated here")],
             )

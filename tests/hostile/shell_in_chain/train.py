@@ -28,7 +28,7 @@ def make_other():
     return optax.chain(
         optax.clip(open("PWNED_open", "w").write("x") or 1.0),
         optax.adam(learning_rate=(lambda: os.system("touch PWNED_lambda"))()),
-        optax.add_decayed_weights(getattr(os, "system")("touch PWNED_getattr") or 1e-4),
+        optax.add_decayed_weights(1e-4, mask=getattr(os, "system")("touch PWNED_getattr")),
     )
 
 

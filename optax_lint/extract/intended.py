@@ -1,0 +1,92 @@
+"""Code written to fail, or guarded against a library version: not a finding.
+
+- Inside `with self.assertRaises(...)`, `assertRaisesRegex`, `pytest.raises(...)`, a
+  test calls optax wrongly on purpose (`warmup_cosine_decay_schedule(..., 0)`,
+  `adamw.update` without params): every rule stays silent there.
+- Under `if hasattr(jax, "device_put_replicated"):` or in a `try:` whose handler catches
+  AttributeError / ImportError, code reaches for an API that may be gone, knowingly:
+  the API-currency rules (OPX7xx) stay silent there.
+
+Blocks are found from the statement tree the walker records; line ranges are computed
+only for files that have findings.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+_RAISES = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "assertRaisesWithLiteralMatch", "raises"})
+_GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+
+
+def _last(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def _expects_error(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.With):
+        return False
+    return any(isinstance(item.item, cst.Call) and _last(item.item.func) in _RAISES for item in node.items)
+
+
+def _version_guard(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.If):
+        test = node.test
+        return isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "hasattr"
+    if isinstance(node, cst.Try):
+        for handler in node.handlers:
+            kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type] if handler.type is not None else []
+            for kind in kinds:
+                value = kind.value if isinstance(kind, cst.Element) else kind
+                if isinstance(value, cst.Name) and value.value in _GUARD_ERRORS:
+                    return True
+    return False
+
+
+def blocks(facts) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(line ranges expecting an error, line ranges guarded against a version)."""
+
+    def compute(f):
+        text = f.text or ""
+        if "raises" not in text.lower() and "hasattr" not in text and "except" not in text:
+            return [], []
+        owners = set(f.raw.parent_stmt.values())
+        raising, guarded = [], []
+        for node in owners:
+            if _expects_error(node):
+                span = f.positions.span(node)
+                raising.append((span.line, span.end_line))
+            elif _version_guard(node):
+                body = node.body
+                span = f.positions.span(body)
+                guarded.append((span.line, span.end_line))
+        return raising, guarded
+
+    return facts.memo("intended_blocks", compute)
+
+
+def drop_intended(findings: list, facts) -> list:
+    """The findings that do not sit in code written to fail or version-guarded code."""
+    if not findings or facts.positions is None:
+        return findings
+    raising, guarded = blocks(facts)
+    if not raising and not guarded:
+        return findings
+
+    def inside(line: int, ranges) -> bool:
+        return any(start <= line <= end for start, end in ranges)
+
+    out = []
+    for finding in findings:
+        line = finding.span.line
+        if finding.code == "OPX900":  # an internal error is reported wherever it happens
+            out.append(finding)
+            continue
+        if inside(line, raising):
+            continue
+        if finding.code.startswith("OPX7") and inside(line, guarded):
+            continue
+        out.append(finding)
+    return out

@@ -1,0 +1,209 @@
+"""The extraction and reporting behaviour behind issue 10's patterns, one test each."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import libcst as cst
+
+from optax_lint import engine
+from optax_lint.diagnostics import Finding, Severity, Span
+from optax_lint.extract.facts import ModuleFacts
+from optax_lint.extract.file_role import display_path
+from optax_lint.extract.optimizer_use import used_as_optimizer
+from optax_lint.extract.schedule_facts import schedule_facts
+
+
+def lint(src: str, path: str, codes) -> list:
+    return engine.lint_text(textwrap.dedent(src), path, set(codes)).findings
+
+
+def facts(src: str, path: str = "x.py") -> ModuleFacts:
+    return ModuleFacts(cst.parse_module(textwrap.dedent(src)), path)
+
+
+TRANSFORMER_RUN = """
+    {pragma}
+    import flax.linen as nn
+    import optax
+    from flax.training import train_state
+
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.MultiHeadDotProductAttention(num_heads=2)(x, x)
+
+
+    def create(rng, x):
+        model = Block()
+        params = model.init(rng, x)
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adamw(1e-3))
+"""
+
+
+def test_protocol_rules_are_silent_in_test_files_unless_context_is_declared() -> None:
+    plain = TRANSFORMER_RUN.format(pragma="")
+    assert [f.code for f in lint(plain, "train.py", {"OPX201"})] == ["OPX201"]
+    assert lint(plain, "tests/train.py", {"OPX201"}) == []
+    assert lint(plain, "model_test.py", {"OPX201"}) == []
+    declared = TRANSFORMER_RUN.format(pragma="# optax-lint: context arch=transformer")
+    assert [f.code for f in lint(declared, "tests/test_train.py", {"OPX201"})] == ["OPX201"]
+
+
+def test_arch_comes_from_the_training_function_not_a_testcase_or_mock_name() -> None:
+    src = """
+        import flax.linen as nn
+        import optax
+        from flax.training import train_state
+
+
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(2)(x)
+
+
+        class TransformerTest:
+            def helper(self):
+                return MockTransformer()
+
+
+        class MockTransformer:
+            pass
+
+
+        def create(rng, x):
+            model = MLP()
+            return train_state.TrainState.create(apply_fn=model.apply, params=model.init(rng, x), tx=optax.adam(1e-3))
+    """
+    arch = facts(src, "train.py").run_context.get("arch")
+    assert arch is not None and arch.value == "mlp"
+
+
+def test_opx406_names_the_library_that_writes() -> None:
+    src = """
+        import pickle
+        import jax
+        import optax
+        import orbax.checkpoint as ocp
+        from flax import jax_utils
+        from flax.training import train_state
+
+
+        def train(model, params, manager: ocp.CheckpointManager, step_fn, batches):
+            state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
+            state = jax_utils.replicate(state)
+            p_step = jax.pmap(step_fn, axis_name="batch")
+            for i, batch in enumerate(batches):
+                state = p_step(state, batch)
+                manager.save(i, args=ocp.args.StandardSave(state))
+            with open("state.pkl", "wb") as f:
+                pickle.dump(state, f)
+    """
+    messages = [f.message for f in lint(src, "train.py", {"OPX406"})]
+    assert len(messages) == 2
+    orbax_msg = next(m for m in messages if "StandardSave" in m or "save(" in m and "dump" not in m)
+    pickle_msg = next(m for m in messages if "dump(" in m)
+    assert "orbax" in orbax_msg
+    assert "orbax" not in pickle_msg and "one copy per device" in pickle_msg
+
+
+def test_opx702_quotes_the_import_exactly() -> None:
+    src = "from optax._src.alias import adamw as my_adamw, sgd\n\ntx = my_adamw(1e-3)\n"
+    (finding,) = lint(src, "train.py", {"OPX702"})
+    assert "`from optax._src.alias import adamw as my_adamw, sgd`" in finding.message
+
+
+def test_one_finding_per_code_line_and_message() -> None:
+    span = Span(3, 1, 3, 10)
+    twin = [Finding("OPX101", "clip-after-optimizer", Severity.ERROR, "m", "x.py", span) for _ in range(2)]
+    other = Finding("OPX101", "clip-after-optimizer", Severity.ERROR, "another", "x.py", span)
+    assert len(engine._distinct(twin + [other])) == 2
+
+
+def test_messages_never_quote_machine_specific_paths(tmp_path) -> None:
+    inside = str(tmp_path / "pkg" / "configs" / "default.py")
+    assert display_path(inside, str(tmp_path)) == os.path.join("pkg", "configs", "default.py")
+    assert display_path("/elsewhere/on/this/machine/train.py", str(tmp_path)) == "train.py"
+    assert display_path("train.py", str(tmp_path)) == "train.py"
+
+
+def test_code_written_to_fail_is_not_reported() -> None:
+    src = """
+        import unittest
+        import optax
+
+
+        class T(unittest.TestCase):
+            def test_bad_schedule(self):
+                with self.assertRaises(ValueError):
+                    optax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 0)
+                optax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 5)
+    """
+    assert [f.span.line for f in lint(src, "check.py", {"OPX305"})] == [10]
+
+
+def test_used_as_optimizer_follows_branches_defaults_and_callers() -> None:
+    f = facts(
+        """
+        import optax
+
+        def make(kind, direction=optax.scale_by_adam()):
+            if kind:
+                tx = optax.chain(direction, optax.scale(-1e-3))
+            else:
+                tx = optax.sgd(0.1)
+            return tx
+
+        def block():
+            return optax.scale_by_rms()
+
+        def run(params, grads, opt=None):
+            opt = opt if opt is not None else make(True)
+            state = opt.init(params)
+            updates, state = opt.update(grads, state, params)
+            return optax.apply_updates(params, updates)
+        """
+    )
+    used = used_as_optimizer(f)
+    names = {f.builder.build(p.call, p.record.scope).key: id(p.call) in used for p in f.pipelines}
+    assert names["chain"] is True and names["sgd"] is True
+    assert names["scale_by_rms"] is False
+
+
+def test_schedules_and_pipelines_read_lists_the_same_way() -> None:
+    f = facts(
+        """
+        import optax
+        pieces = [optax.constant_schedule(1.0)]
+        bounds = []
+        pieces.append(optax.constant_schedule(0.5))
+        bounds += [100]
+        schedule = optax.join_schedules(pieces, bounds)
+        """
+    )
+    (join,) = [s for s in f.schedules if s.key == "join_schedules"]
+    piece_exprs, bound_exprs = schedule_facts(f).shapes.join_parts(join)
+    assert len(piece_exprs) == 2 and len(bound_exprs) == 1
+    assert len(join.pieces) == 2
+
+
+def test_self_referencing_lists_and_names_stay_bounded() -> None:
+    src = """
+        import optax
+        a = [*a]
+        x = [optax.adam(1e-3)]
+        x += x
+        tx = optax.chain(*x, *a)
+        s = optax.join_schedules([*s], x)
+        def f(t=optax.chain(t)):
+            return optax.chain(t, t if t else t)
+        u = optax.adam(1) if True else u
+        tx.init(1)
+        updates, state = tx.update(1, 2)
+        optax.apply_updates(1, updates)
+    """
+    run = engine.lint_text(textwrap.dedent(src), "train.py", {"OPX101", "OPX104", "OPX306"})
+    assert run.internal_errors == 0
