@@ -75,6 +75,9 @@ class RuleSpec:
     family: str = ""
     needs_context: tuple[str, ...] = ()
     protocol: str = ""  # anchor of the rule's section in docs/protocol.md
+    # What to do, for findings that carry no fix title (a str.format template over the
+    # message's arguments; fields the rule did not pass are left out of the sentence).
+    help: str = ""
 
     @property
     def protocol_url(self) -> str:
@@ -142,6 +145,7 @@ def _load_rule(path: Path) -> RuleSpec:
             family=data.get("family", ""),
             needs_context=tuple(data.get("needs_context", ())),
             protocol=data.get("protocol", ""),
+            help=data.get("help", ""),
         )
     except (KeyError, ValueError) as exc:
         raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc

@@ -289,3 +289,41 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
         return call.with_changes(args=[cst.Arg(value)])
     new = cst.Arg(value, comma=cst.Comma(whitespace_after=_separator(call)))
     return call.with_changes(args=[new, *args])
+
+
+# Lines longer than this are split one argument per line, black's layout and width.
+LINE_LIMIT = 88
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def one_per_line(call: cst.Call, indent: str) -> cst.Call:
+    """`call` with one argument per line at `indent` + 4 and a trailing comma (black's
+    layout for a call that does not fit), closing parenthesis back at `indent`."""
+    if not call.args:
+        return call
+    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + "    "))
+    close = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent))
+    args = [a.with_changes(comma=cst.Comma(whitespace_after=inner)) for a in call.args[:-1]]
+    args.append(call.args[-1].with_changes(comma=cst.Comma(whitespace_after=close)))
+    return call.with_changes(args=args, whitespace_before_args=inner)
+
+
+def is_multi_line(call: cst.Call) -> bool:
+    return "\n" in code_of(call.with_changes(func=cst.Name("f")))
+
+
+def fit_call(call: cst.Call, indent: str, used: int, limit: int = LINE_LIMIT) -> cst.Call:
+    """`call` as is when `used` columns plus its one-line text fit in `limit`, else one
+    argument per line. `used` counts what precedes the call on its line and follows it."""
+    if used + len(code_of(call)) <= limit:
+        return call
+    return one_per_line(call, indent)
+
+
+def line_indent(text: str, line: int) -> str:
+    lines = text.splitlines()
+    current = lines[line - 1] if 0 < line <= len(lines) else ""
+    return current[: len(current) - len(current.lstrip())]

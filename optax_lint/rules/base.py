@@ -67,6 +67,7 @@ class Context:
         fix: Optional[Callable[[cst.Module], cst.Module]] = None,
         fix_title: Optional[str] = None,
         applicability: Optional[Applicability] = None,
+        help: Optional[str] = None,
         related: Iterable[tuple[cst.CSTNode, str]] = (),
         **message_args: object,
     ) -> Finding:
@@ -86,9 +87,17 @@ class Context:
             fix=fix_obj,
             related=[Related(msg, self.positions.span(rel)) for rel, msg in related if rel is not None],
             node=node,
+            help=help or _help(spec.help, message_args),
         )
         self.findings.append(finding)
         return finding
+
+
+def _help(template: str, args: dict) -> str:
+    try:
+        return template.format(**args)
+    except (KeyError, IndexError):  # a field this finding has no value for
+        return template
 
 
 class Rule:

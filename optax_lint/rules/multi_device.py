@@ -1,4 +1,4 @@
-"""Multi-device data parallelism (seed 000 step 4, seed 004): gradients averaged with
+"""Multi-device data parallelism (docs/protocol.md#multi-device-training): gradients averaged with
 `lax.pmean` before the update, axis names that exist, learning rate and warmup scaled
 with the device count, state replicated before a pmapped step and unreplicated before
 a save, and the pmap idiom that turns into n x the gradient under `jax.shard_map`.

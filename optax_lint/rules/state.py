@@ -1,5 +1,5 @@
-"""Updates and optimizer state (seed 002: monitoring hyperparameters with
-`inject_hyperparams` and reading them back from a chained state; seed 000 steps 3 and 5).
+"""Updates and optimizer state (docs/protocol.md: optimizer state and updates,
+reading hyperparameters back with `inject_hyperparams` from a chained state).
 
 Every rule here links an update call or a state access back to the pipeline that built
 the state (see `extract/state_access.py`) and judges it against the state's layout.
@@ -1251,7 +1251,7 @@ class ScheduleNotObservable(Rule):
                 schedule = facts.schedule_of(expr, node.scope)
                 if schedule is None:
                     continue
-                if isinstance(expr, cst.Name) and self._used_elsewhere(expr, node.scope):
+                if isinstance(expr, cst.Name) and (self._used_elsewhere(expr, node.scope) or self._reachable(facts, expr, node.scope)):
                     continue
                 ctx.report(
                     expr,
@@ -1284,6 +1284,19 @@ class ScheduleNotObservable(Rule):
                 if pipeline is not None:
                     out.add(id(pipeline))
         return out
+
+    @staticmethod
+    def _reachable(facts, expr: cst.Name, scope: Scope) -> bool:
+        """The schedule's name is visible where the training updates run (module level, or the
+        function that holds the update or loop), so `name(step)` can be logged there: only a
+        schedule inlined in the call or local to an optimizer factory is out of reach."""
+        owner = _owner(expr.value, scope)
+        if owner is None or owner.kind == "module":
+            return True
+        for site in facts.update_sites:
+            if owner in site.record.scope.lookup_chain():
+                return True
+        return False
 
     @staticmethod
     def _used_elsewhere(expr: cst.Name, scope: Scope) -> bool:
