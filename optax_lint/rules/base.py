@@ -14,6 +14,7 @@ import libcst as cst
 from ..catalogue import RuleSpec
 from ..diagnostics import Applicability, Finding, Fix, Related
 from ..extract.facts import ModuleFacts
+from ..fixes import reflowed
 from ..positions import Positions
 
 REGISTRY: dict[str, type["Rule"]] = {}
@@ -76,7 +77,7 @@ class Context:
         fix_obj = None
         title = (fix_title or spec.fix_title).format(**message_args) if (fix_title or spec.fix_title) else ""
         if fix is not None or (spec.fix is Applicability.DISPLAY_ONLY and title):
-            fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=fix)
+            fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=reflowed(fix) if fix else None)
         finding = Finding(
             code=spec.code,
             name=spec.name,

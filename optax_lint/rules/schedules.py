@@ -19,6 +19,7 @@ import libcst as cst
 from .. import fixes
 from ..diagnostics import Severity
 from ..extract.names import lookup, qualified_name
+from ..extract.parallel import parallel_facts
 from ..extract.schedule_facts import (
     LrUse,
     Shape,
@@ -86,8 +87,14 @@ def warmup_range(steps: Optional[int], transformer: bool, lo_frac: float, hi_fra
 
 
 def suggested_warmup(steps: int, transformer: bool, lo_frac: float = 0.01, hi_frac: float = 0.05, tf_min: int = 2000) -> int:
+    """2% of the run inside the recommended range, at most 10% of it, except that a
+    Transformer's 2000-step minimum wins when it still leaves most of the run to decay
+    (so OPX301's fix never builds a warmup OPX302 would report)."""
     lo, hi = warmup_range(steps, transformer, lo_frac, hi_frac, tf_min)
-    return max(1, int(min(max(round(0.02 * steps), lo), hi, round(0.1 * steps))))
+    warmup = min(max(round(0.02 * steps), lo), hi, round(0.1 * steps))
+    if lo <= steps / 4:
+        warmup = max(warmup, lo)
+    return max(1, int(warmup))
 
 
 def _optax_base(facts, call: Optional[cst.Call], scope) -> Optional[cst.BaseExpression]:
@@ -137,24 +144,6 @@ def _fresh_name(text: Optional[str], base: str) -> str:
         n += 1
         name = f"{base}_{n}"
     return name
-
-
-def _reachable_from_updates(facts, scope) -> bool:
-    """Code in `scope` is visible where the optimizer is updated (OPX611's notion of a
-    schedule the user can still evaluate and log)."""
-    if scope is None or scope.kind == "module":
-        return True
-    return any(scope in site.record.scope.lookup_chain() for site in facts.update_sites)
-
-
-def _module_level_only(expr: cst.BaseExpression, scope) -> bool:
-    """Every name in `expr` resolves to a module-level binding (so `expr` may move there)."""
-    for node in walk(expr):
-        if isinstance(node, cst.Name):
-            owner, bindings = lookup(node.value, scope)
-            if owner is None or owner.kind != "module" or not bindings:
-                return False
-    return True
 
 
 @register
@@ -222,8 +211,7 @@ class MissingWarmup(Rule):
 
     def _fix(self, ctx: Context, use: LrUse, steps: int, transformer: bool, fine_tune: bool):
         """A named warmup schedule, bound just before the statement that builds the
-        optimizer (or at module level, before the factory function that builds it), so it
-        can be evaluated and logged where training runs."""
+        optimizer, so it can be evaluated and logged (an inline one would be OPX611's)."""
         facts = ctx.facts
         base = _optax_base(facts, use.node.call, use.node.scope)
         if base is None:
@@ -238,30 +226,30 @@ class MissingWarmup(Rule):
         record = facts.record_of.get(use.node.call)
         if peak is None or record is None or not isinstance(record.statement, cst.SimpleStatementLine):
             return None, None
-        statement, scope = record.statement, use.node.scope
-        if not _reachable_from_updates(facts, scope):
-            if not _module_level_only(peak, scope):
-                return None, None
-            while not isinstance(facts.raw.parent_stmt.get(statement), cst.Module):
-                statement = facts.raw.parent_stmt.get(statement)
-                if statement is None:
-                    return None, None
+        if parallel_facts(facts).train_steps():
+            return None, None  # under pmap the right warmup scales with the device count (OPX404): not a literal
+        statement = record.statement
         warmup = suggested_warmup(steps, transformer)
+        variable = _fresh_name(facts.text, "lr_schedule")
+        indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
         if fine_tune or steps < ctx.option("min_steps"):
-            name = "warmup_constant_schedule"
+            name, shown = "warmup_constant_schedule", f"warmup_steps={warmup}"
             args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", _int_literal(warmup), last=True)]
+        elif steps > _LONG_RUN_STEPS:
+            name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {steps}"
+            call = _warmup_linear_decay(base, peak, warmup, steps, indent)
         else:
-            name = "warmup_cosine_decay_schedule"
+            name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={steps}"
             args = [
                 _kw("init_value", cst.Float("0.0")), _kw("peak_value", peak),
                 _kw("warmup_steps", _int_literal(warmup)), _kw("decay_steps", _int_literal(steps), last=True),
             ]
-        variable = _fresh_name(facts.text, "lr_schedule")
-        indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
-        call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent, len(indent) + len(variable) + 3)
+        if name != "join_schedules":
+            call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent, len(indent) + len(variable) + 3)
+        if call is None:
+            return None, None
         assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(variable))], call)])
-        title = (f"Use {name}(... warmup_steps={warmup}{'' if name.startswith('warmup_constant') else f', decay_steps={steps}'})"
-                 f" as the learning rate, bound to {variable}")
+        title = f"Use optax.{name} ({shown}) as the learning rate, bound to {variable}"
         return fixes.rewrite_nodes([(statement, lambda s: _preceded_by(s, assign)), (target, lambda _: cst.Name(variable))]), title
 
     def _cold_fix(self, ctx: Context, sf, schedule: Schedule, steps: int, transformer: bool):
@@ -286,6 +274,27 @@ class MissingWarmup(Rule):
         new = cst.Call(func=cst.Attribute(value=base, attr=cst.Name("warmup_cosine_decay_schedule")), args=args)
         new = _like(ctx, schedule.call, new)
         return fixes.replace(schedule.call, new), f"Warm up first: warmup_cosine_decay_schedule(... warmup_steps={warmup}) with the same peak, length and end value"
+
+
+# Above this many steps the recommended decay is linear (OPX304's `long_run_steps` default).
+_LONG_RUN_STEPS = 100_000
+
+
+def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, steps: int, indent: str) -> Optional[cst.Call]:
+    """The recommended long-run schedule, laid out one piece per line:
+    join_schedules([linear_schedule(0.0, lr, W), linear_schedule(lr, 0.0, total - W)], [W])."""
+    lr, optax_name = code(peak), code(base)
+    if "\n" in lr:
+        return None
+    w, rest = _int_literal(warmup).value, _int_literal(steps - warmup).value
+    i1, i2 = indent + "    ", indent + "        "
+    text = (
+        f"{optax_name}.join_schedules(\n{i1}[\n"
+        f"{i2}{optax_name}.linear_schedule(0.0, {lr}, {w}),\n"
+        f"{i2}{optax_name}.linear_schedule({lr}, 0.0, {rest}),\n"
+        f"{i1}],\n{i1}[{w}],\n{indent})"
+    )
+    return cst.parse_expression(text)
 
 
 def _preceded_by(statement: cst.CSTNode, new: cst.SimpleStatementLine) -> cst.FlattenSentinel:
@@ -342,14 +351,26 @@ class WarmupLength(Rule):
             else:
                 span = f"{_fmt(lo)} steps" if lo == hi else f"{_fmt(lo)}-{_fmt(hi)} steps"
                 rng = f"{span} ({lo_frac:.0%}-{hi_frac:.0%} of the run" + (f", at least {tf_min} on a Transformer)" if transformer is not None else ")")
-            fix = None
+            fix, title = None, None
             anchor = shape.warmup_expr if shape.warmup_expr is not None else schedule.call
             if schedule.key.startswith("warmup_") and shape.warmup_expr is not None:
                 target = suggested_warmup(steps, transformer is not None, lo_frac, hi_frac, tf_min)
                 if lo <= target <= hi and not (schedule.key == "warmup_cosine_decay_schedule" and not self._fits(sf, schedule, target)):
-                    fix = fixes.replace(shape.warmup_expr, _int_literal(target))
-            ctx.report(anchor, schedule=_sched_name(schedule), detail=detail, range=rng, fix=fix,
-                       fix_title=f"Set warmup_steps to {suggested_warmup(steps, transformer is not None, lo_frac, hi_frac, tf_min)}" if fix else None)
+                    fix, title = self._set_warmup(schedule, shape.warmup_expr, target)
+            ctx.report(anchor, schedule=_sched_name(schedule), detail=detail, range=rng, fix=fix, fix_title=title)
+
+    @staticmethod
+    def _set_warmup(schedule: Schedule, expr: cst.BaseExpression, target: int):
+        """Edit the warmup where its value is written: the literal in the call, or the one
+        assignment of the constant it names (so the constant and every use of it agree).
+        A computed warmup (`int(0.01 * TOTAL)`) is left to the user."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return fixes.replace(expr, _int_literal(target)), f"Set warmup_steps to {target}"
+        if isinstance(expr, cst.Name):
+            binding, _ = single_binding(expr.value, schedule.scope)
+            if binding is not None and binding.kind in ("assign", "annassign") and not binding.index and isinstance(binding.value, (cst.Integer, cst.Float)):
+                return fixes.replace(binding.value, _int_literal(target)), f"Set {expr.value} to {target} where it is defined"
+        return None, None
 
     @staticmethod
     def _fits(sf, schedule: Schedule, warmup: int) -> bool:

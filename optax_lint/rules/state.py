@@ -1251,8 +1251,8 @@ class ScheduleNotObservable(Rule):
                 schedule = facts.schedule_of(expr, node.scope)
                 if schedule is None:
                     continue
-                if isinstance(expr, cst.Name) and (self._used_elsewhere(expr, node.scope) or self._reachable(facts, expr, node.scope)):
-                    continue
+                if not isinstance(expr, cst.Call):
+                    continue  # a named schedule can be evaluated and logged as name(step)
                 ctx.report(
                     expr,
                     optimizer=_describe_node(node),
@@ -1284,27 +1284,3 @@ class ScheduleNotObservable(Rule):
                 if pipeline is not None:
                     out.add(id(pipeline))
         return out
-
-    @staticmethod
-    def _reachable(facts, expr: cst.Name, scope: Scope) -> bool:
-        """The schedule's name is visible where the training updates run (module level, or the
-        function that holds the update or loop), so `name(step)` can be logged there: only a
-        schedule inlined in the call or local to an optimizer factory is out of reach."""
-        owner = _owner(expr.value, scope)
-        if owner is None or owner.kind == "module":
-            return True
-        for site in facts.update_sites:
-            if owner in site.record.scope.lookup_chain():
-                return True
-        return False
-
-    @staticmethod
-    def _used_elsewhere(expr: cst.Name, scope: Scope) -> bool:
-        owner = _owner(expr.value, scope)
-        if owner is None:
-            return True
-        bindings = owner.bindings.get(expr.value, [])
-        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign"):
-            return True
-        uses = name_uses(owner.node, expr.value)
-        return len(uses) > 2
