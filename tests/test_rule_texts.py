@@ -124,3 +124,17 @@ def test_full_output_prints_a_help_line_for_rules_without_a_fix(fixture: str, co
     assert blocks, proc.stdout + proc.stderr
     for block in blocks:
         assert "= help: " in block, block
+
+
+def test_decay_after_a_wrapped_optimizer_has_a_help_line(tmp_path: Path) -> None:
+    """OPX102 offers no fix when the negating optimizer is wrapped (MultiSteps); the
+    finding still says what to do."""
+    src = tmp_path / "train.py"
+    src.write_text(
+        "import optax\n"
+        "tx = optax.chain(optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4), optax.add_decayed_weights(1e-4))\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run([sys.executable, "-m", "optax_lint", str(src), "--select", "OPX102"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert " OPX102 " in proc.stdout and "[*]" not in proc.stdout
+    assert "= help: Use adamw(..., weight_decay=...) for decoupled decay" in proc.stdout
