@@ -138,3 +138,12 @@ def test_decay_after_a_wrapped_optimizer_has_a_help_line(tmp_path: Path) -> None
     proc = subprocess.run([sys.executable, "-m", "optax_lint", str(src), "--select", "OPX102"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert " OPX102 " in proc.stdout and "[*]" not in proc.stdout
     assert "= help: Use adamw(..., weight_decay=...) for decoupled decay" in proc.stdout
+
+
+def test_rule_documentation_links_its_section_and_says_what_to_do() -> None:
+    proc = subprocess.run([sys.executable, "-m", "optax_lint", "rule", "OPX304"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "Protocol: docs/protocol.md#learning-rate-schedule" in proc.stdout
+    assert "What to do: Use the schedule for this run length" in proc.stdout
+    assert "seed" not in proc.stdout.lower()
+    doc = load_catalogue()["OPX201"].render_doc()
+    assert "What to do: Add optax.clip_by_global_norm(<max_norm>)" in doc  # fields shown by name
