@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from test_fix_outcomes import PMAP_STEP  # the same data-parallel step, judged through the CLI
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,32 +45,15 @@ def test_decay_without_warmup_is_opx301_and_opinions_are_info(tmp_path: Path) ->
 
 
 def test_device_scaling_is_info_says_when_it_does_not_apply_and_fixes_at_call_time(tmp_path: Path) -> None:
-    path = _write(tmp_path, """\
-        import functools
-        import jax
-        import optax
-
-        per_device_batch_size = 64
-        LEARNING_RATE = 1e-3
-
-        def make_optimizer():
-            return optax.adam(LEARNING_RATE)
-
-        tx = make_optimizer()
-
-        @functools.partial(jax.pmap, axis_name="batch")
-        def train_step(params, opt_state, batch):
-            grads = jax.grad(lambda p: ((batch @ p) ** 2).mean())(params)
-            grads = jax.lax.pmean(grads, axis_name="batch")
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state
-        """)
+    source = PMAP_STEP.format(definition="LEARNING_RATE = 1e-3", use="LEARNING_RATE")
+    path = tmp_path / "train.py"
+    path.write_text(source, encoding="utf-8")
     (finding,) = _json(path, "--select", "OPX403")
     assert finding["severity"] == "info"
     assert "Adam often wants a smaller factor" in finding["message"] and "does not apply" in finding["message"]
     _run(path, "--fix", "--unsafe-fixes", "--select", "OPX403")
     fixed = path.read_text(encoding="utf-8")
-    assert "LEARNING_RATE = 1e-3\n" in fixed and "optax.adam(LEARNING_RATE * jax.device_count())" in fixed
+    assert "LEARNING_RATE = 1e-3\n" in fixed and "optax.sgd(LEARNING_RATE * jax.device_count(), momentum=0.9)" in fixed
 
 
 def test_warmup_constant_fixed_at_its_definition(tmp_path: Path) -> None:
