@@ -18,7 +18,6 @@ import pytest
 
 from optax_lint import engine
 from optax_lint.catalogue import load_catalogue
-from optax_lint.diagnostics import Applicability
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("OPX*/*.py") if not p.name.endswith(".fixed.py"))
@@ -176,25 +175,6 @@ def test_lr_scaling_fix_never_calls_jax_at_import_time() -> None:
     assert engine.fix_text(twice, "x.py", {"OPX403"}, unsafe=True).text == twice  # two uses: no fix that would split them
     (finding,) = engine.lint_text(twice, "x.py", {"OPX403"}).findings
     assert finding.severity.value == "info" and "does not apply" in finding.message and finding.help_text
-
-
-def test_checkpoint_content_fix_is_unsafe() -> None:
-    src = textwrap.dedent(
-        """\
-        import optax
-        import orbax.checkpoint as ocp
-        tx = optax.adam(1e-3)
-        opt_state = tx.init(params)
-        with ocp.CheckpointManager("/tmp/ckpt") as mngr:
-            for step in range(100):
-                params, opt_state = train_step(params, opt_state)
-                mngr.save(step, args=ocp.args.StandardSave({"params": params}))
-        """
-    )
-    (finding,) = engine.lint_text(src, "x.py", {"OPX501"}).findings
-    assert finding.fix.applicability is Applicability.UNSAFE
-    assert engine.fix_text(src, "x.py", {"OPX501"}, unsafe=False).text == src
-    assert '"opt_state": opt_state' in engine.fix_text(src, "x.py", {"OPX501"}, unsafe=True).text
 
 
 def test_cli_fix_unsafe_twice_is_clean(tmp_path: Path) -> None:
