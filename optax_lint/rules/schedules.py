@@ -53,6 +53,13 @@ def _int_literal(n: int) -> cst.Integer:
     return cst.Integer(f"{n:_}" if n >= 10_000 else str(n))
 
 
+def _literal_like(old: cst.BaseExpression, n: int) -> cst.Integer:
+    """`n` spelled the way the literal it replaces was: `2_000` where the user wrote `1_000`."""
+    if isinstance(old, cst.Integer) and "_" in old.value:
+        return cst.Integer(f"{n:_}")
+    return _int_literal(n)
+
+
 def _sched_name(s: Schedule) -> str:
     short = s.key.rsplit(".", 1)[-1]
     text = describe(s.call, 60)
@@ -365,11 +372,11 @@ class WarmupLength(Rule):
         assignment of the constant it names (so the constant and every use of it agree).
         A computed warmup (`int(0.01 * TOTAL)`) is left to the user."""
         if isinstance(expr, (cst.Integer, cst.Float)):
-            return fixes.replace(expr, _int_literal(target)), f"Set warmup_steps to {target}"
+            return fixes.replace(expr, _literal_like(expr, target)), f"Set warmup_steps to {target}"
         if isinstance(expr, cst.Name):
             binding, _ = single_binding(expr.value, schedule.scope)
             if binding is not None and binding.kind in ("assign", "annassign") and not binding.index and isinstance(binding.value, (cst.Integer, cst.Float)):
-                return fixes.replace(binding.value, _int_literal(target)), f"Set {expr.value} to {target} where it is defined"
+                return fixes.replace(binding.value, _literal_like(binding.value, target)), f"Set {expr.value} to {target} where it is defined"
         return None, None
 
     @staticmethod
