@@ -127,8 +127,8 @@ def test_warmup_constant_is_edited_where_it_is_defined() -> None:
     )
     fixed = engine.fix_text(src, "x.py", {"OPX302"}, unsafe=True).text
     assert "WARMUP_STEPS = 2000\n" in fixed and "warmup_steps=WARMUP_STEPS" in fixed
-    spelled = src.replace("WARMUP_STEPS = 300", "WARMUP_STEPS = 1_000")
-    assert "WARMUP_STEPS = 2_000\n" in engine.fix_text(spelled, "x.py", {"OPX302"}, unsafe=True).text  # the user's spelling
+    spelled = src.replace("steps=100_000\n", "steps=1_000_000\n").replace("WARMUP_STEPS = 300", "WARMUP_STEPS = 1_000")
+    assert "WARMUP_STEPS = 20_000\n" in engine.fix_text(spelled, "x.py", {"OPX302"}, unsafe=True).text  # the user's spelling
     computed = src.replace("WARMUP_STEPS = 300", "WARMUP_STEPS = int(0.003 * 100_000)")
     assert engine.fix_text(computed, "x.py", {"OPX302"}, unsafe=True).text == computed  # no guess
 
