@@ -8,6 +8,7 @@ In a checkout the catalogue is the top-level `rules/` folder; in a wheel it ship
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,15 @@ class RuleSpec:
     family: str = ""
     needs_context: tuple[str, ...] = ()
     protocol: str = ""  # anchor of the rule's section in docs/protocol.md
+    # What to do, for findings that carry no fix title (a str.format template over the
+    # message's arguments; fields the rule did not pass are left out of the sentence).
+    help: str = ""
+
+    @property
+    def help_doc(self) -> str:
+        """The help line as documentation: message fields shown as <name>."""
+        text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", r"<\1>", self.help)
+        return text.replace("{{", "{").replace("}}", "}")
 
     @property
     def protocol_url(self) -> str:
@@ -90,6 +100,8 @@ class RuleSpec:
             lines.append("Rests on: " + "; ".join(self.basis))
         if self.protocol:
             lines.append(f"Protocol: {self.protocol_url}")
+        if self.help:
+            lines.append(f"What to do: {self.help_doc}")
         lines += ["", self.summary, ""]
         for key, title in DOC_SECTIONS:
             text = self.doc.get(key, "").strip()
@@ -108,6 +120,7 @@ class RuleSpec:
             "family": self.family,
             "basis": list(self.basis),
             "protocol": self.protocol_url or None,
+            "help": self.help_doc or None,
             "options": {
                 k: {"type": o.type, "default": o.default, "doc": o.doc} for k, o in self.options.items()
             },
@@ -142,6 +155,7 @@ def _load_rule(path: Path) -> RuleSpec:
             family=data.get("family", ""),
             needs_context=tuple(data.get("needs_context", ())),
             protocol=data.get("protocol", ""),
+            help=data.get("help", ""),
         )
     except (KeyError, ValueError) as exc:
         raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc

@@ -47,10 +47,13 @@ KNOWN_KEYS = (
     "force-exclude",
     "rules",
     "context",
+    "target-versions",
 )
 _CODE_KEYS = ("select", "ignore", "extend-select")
 # Keys the CLI may override (file-only tables `rules` and `context` excluded).
-OVERRIDE_KEYS = tuple(k.replace("-", "_") for k in KNOWN_KEYS if k not in ("rules", "context"))
+OVERRIDE_KEYS = tuple(k.replace("-", "_") for k in KNOWN_KEYS if k not in ("rules", "context", "target-versions"))
+# Libraries whose API the API-currency fixes (OPX701-OPX704) may target an older release of.
+TARGET_LIBRARIES = ("optax", "flax", "jax", "orbax-checkpoint")
 
 
 class ConfigError(Exception):
@@ -79,6 +82,7 @@ class Settings:
     force_exclude: bool = False
     rule_options: dict[str, dict[str, object]] = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    target_versions: dict[str, str] = field(default_factory=dict)  # library -> "0.2.4"
     catalogue: dict[str, RuleSpec] = field(default_factory=dict, repr=False, compare=False)
 
     def enabled_codes(self) -> set[str]:
@@ -390,6 +394,8 @@ def _validate_file_table(table: dict, where: _Where, catalogue: dict) -> tuple[d
                 if not isinstance(value, dict):
                     raise ConfigError(f"{where.key(key)}: expected a table, got {_type_name(value)}")
                 values[key] = value
+            elif key == "target-versions":
+                values["target_versions"] = _target_versions(value, where.key(key))
             else:
                 values[key.replace("-", "_")] = _validate_value(
                     key, value, where.key(key), lambda glob, key=key: where.key(glob, key), catalogue
@@ -399,6 +405,20 @@ def _validate_file_table(table: dict, where: _Where, catalogue: dict) -> tuple[d
                 raise where.error(str(exc), key=key) from None
             raise
     return values, rule_values
+
+
+def _target_versions(value: Any, at: str) -> dict[str, str]:
+    """`{optax = "0.2.4", flax = "0.10"}`: library -> a release number."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{at}: expected a table such as {{optax = \"0.2.4\"}}, got {_type_name(value)}")
+    result = {}
+    for library, version in value.items():
+        if library not in TARGET_LIBRARIES:
+            raise ConfigError(f"{at}: unknown library {library!r}{_suggest(library, TARGET_LIBRARIES)} (known: {', '.join(TARGET_LIBRARIES)})")
+        if not isinstance(version, str) or not re.fullmatch(r"\d+(\.\d+){0,2}", version.strip()):
+            raise ConfigError(f"{at}.{library}: expected a release number such as \"0.2.4\", got {version!r}")
+        result[library] = version.strip()
+    return result
 
 
 def _validate_value(key: str, value: Any, at: str, glob_at: Callable[[str], str], catalogue: dict) -> Any:
@@ -560,6 +580,9 @@ def load_settings(
     rule_options = _default_rule_options(catalogue)
     for code, opts in rule_values.items():
         rule_options[code].update(opts)
+    for code, spec in catalogue.items():  # the API-currency rules judge fixes against it
+        if spec.family == "api-currency":
+            rule_options[code]["target_versions"] = dict(values.get("target_versions", {}))
     if "select" not in values:
         values["select"] = sorted(code for code, spec in catalogue.items() if spec.default_enabled)
     return Settings(

@@ -104,6 +104,8 @@ class Finding:
     span: Span
     fix: Optional[Fix] = None
     related: list[Related] = field(default_factory=list)
+    # What to do about it: the fix's title when there is one, else the rule's `help`.
+    help: str = ""
     # Evidence from --verify, attached after linting (issue: verify).
     evidence: Optional[dict] = None
     # Internal: the libcst node the finding is anchored on, to compute span lazily.
@@ -120,6 +122,12 @@ class Finding:
             return True
         return unsafe and self.fix.applicability is Applicability.UNSAFE
 
+    @property
+    def help_text(self) -> str:
+        if self.fix is not None and self.fix.title:
+            return self.fix.title
+        return self.help
+
     def to_dict(self) -> dict:
         d = {
             "code": self.code,
@@ -129,6 +137,7 @@ class Finding:
             "path": self.path,
             **self.span.to_dict(),
             "fix": self.fix.to_dict() if self.fix is not None else None,
+            "help": self.help_text or None,
             "related": [r.to_dict() for r in self.related],
         }
         if self.evidence is not None:

@@ -61,6 +61,7 @@ def meta_finding(code: str, path: str, message: str, line: int = 1, column: int 
         message=message,
         path=path,
         span=Span(line, column, line, end_column if end_column is not None else column),
+        help=spec.help,
     )
 
 

@@ -289,3 +289,94 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
         return call.with_changes(args=[cst.Arg(value)])
     new = cst.Arg(value, comma=cst.Comma(whitespace_after=_separator(call)))
     return call.with_changes(args=[new, *args])
+
+
+# Lines longer than this are split one argument per line, black's layout and width.
+LINE_LIMIT = 88
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def one_per_line(call: cst.Call, indent: str) -> cst.Call:
+    """`call` with one argument per line at `indent` + 4 and a trailing comma (black's
+    layout for a call that does not fit), closing parenthesis back at `indent`."""
+    if not call.args:
+        return call
+    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + "    "))
+    close = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent))
+    args = [a.with_changes(comma=cst.Comma(whitespace_after=inner)) for a in call.args[:-1]]
+    args.append(call.args[-1].with_changes(comma=cst.Comma(whitespace_after=close)))
+    return call.with_changes(args=args, whitespace_before_args=inner)
+
+
+def is_multi_line(call: cst.Call) -> bool:
+    return "\n" in code_of(call.with_changes(func=cst.Name("f")))
+
+
+def fit_call(call: cst.Call, indent: str, used: int, limit: int = LINE_LIMIT) -> cst.Call:
+    """`call` as is when `used` columns plus its one-line text fit in `limit`, else one
+    argument per line. `used` counts what precedes the call on its line and follows it."""
+    if used + len(code_of(call)) <= limit:
+        return call
+    return one_per_line(call, indent)
+
+
+def line_indent(text: str, line: int) -> str:
+    lines = text.splitlines()
+    current = lines[line - 1] if 0 < line <= len(lines) else ""
+    return current[: len(current) - len(current.lstrip())]
+
+
+def _code_length(line: str) -> int:
+    """A line's length without its trailing comment (what a formatter's limit counts)."""
+    return len(line.split("  #", 1)[0].rstrip())
+
+
+class _SplitCalls(cst.CSTTransformer):
+    def __init__(self, targets: dict[int, str]) -> None:
+        super().__init__()
+        self.targets = targets  # id(call) -> indent of its line
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        indent = self.targets.get(id(original_node))
+        return one_per_line(updated_node, indent) if indent is not None else updated_node
+
+
+def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:
+    """`edit`, then black's layout for the lines it made too long: a line the edit wrote
+    (not in the file before) whose code is wider than the file's own lines (at least
+    `limit`, at most 118) has its outermost one-line call split one argument per line.
+    Lines the user wrote are never reformatted."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    def apply(module: cst.Module) -> cst.Module:
+        new = edit(module)
+        old_lines = module.code.splitlines()
+        old_set = set(old_lines)
+        # The file's own width, between black's 88 and 119: a file written to 100 columns
+        # may get 100-column lines, never a 119-column one.
+        width = max(limit, min(max((_code_length(line) for line in old_lines), default=0), 118))
+        for _ in range(3):  # a split call's arguments may themselves be too long
+            new_lines = new.code.splitlines()
+            long = {n for n, line in enumerate(new_lines, start=1) if line not in old_set and _code_length(line) > width}
+            if not long:
+                break
+            positions = MetadataWrapper(new, unsafe_skip_copy=True).resolve(PositionProvider)
+            outermost: dict[int, tuple[tuple[int, int], cst.Call]] = {}
+            for node, rng in positions.items():
+                if isinstance(node, cst.Call) and node.args and rng.start.line in long and rng.start.line == rng.end.line:
+                    key = (rng.start.column, -rng.end.column)  # `f(a)(b)`: the outer call spans further
+                    if rng.start.line not in outermost or key < outermost[rng.start.line][0]:
+                        outermost[rng.start.line] = (key, node)
+            if not outermost:
+                break
+            targets = {}
+            for line, (_, call) in outermost.items():
+                text = new_lines[line - 1]
+                targets[id(call)] = text[: len(text) - len(text.lstrip())]
+            new = new.visit(_SplitCalls(targets))
+        return new
+
+    return apply

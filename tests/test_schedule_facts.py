@@ -287,10 +287,28 @@ def test_opx304_info_is_downgraded() -> None:
     src = "import optax\ntx = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, 1e-3, 4000, 300_000))\n"
     (finding,) = lint(src, {"OPX304"}, steps=300_000)
     assert finding.severity is Severity.INFO and "advice" in finding.message
-    nowarm = "import optax\ntx = optax.adamw(optax.cosine_decay_schedule(1e-3, 50_000))\n"
-    (warn,) = lint(nowarm, {"OPX304"}, steps=50_000)
+    assert "cosine decay is also common on long runs" in finding.message  # says when the advice does not apply
+    step = "import optax\ntx = optax.sgd(optax.join_schedules([optax.linear_schedule(0.0, 0.1, 500), optax.piecewise_constant_schedule(0.1, {30_000: 0.1})], [500]), momentum=0.9)\n"
+    (advice,) = lint(step, {"OPX304"}, steps=50_000)
+    assert advice.severity is Severity.INFO and "classic recipe for CNNs" in advice.message
+    never_decays = "import optax\ntx = optax.adamw(optax.warmup_constant_schedule(0.0, 1e-3, 1000))\n"
+    (warn,) = lint(never_decays, {"OPX304"}, steps=50_000)
     assert warn.severity is Severity.WARNING
-    assert lint(nowarm, {"OPX304"}) == []
+
+
+def test_decay_without_warmup_is_missing_warmup_not_schedule_kind() -> None:
+    nowarm = "import optax\ntx = optax.adamw(optax.cosine_decay_schedule(1e-3, 50_000))\n"
+    assert lint(nowarm, {"OPX304"}, steps=50_000) == []
+    (warn,) = lint(nowarm, {"OPX301"}, steps=50_000)
+    assert warn.severity is Severity.WARNING and "a decay that starts at its peak" in warn.message
+    assert lint(nowarm, {"OPX301"}) == []  # neither arch nor steps known
+    sgd = "import optax\ntx = optax.sgd(optax.cosine_decay_schedule(0.1, 50_000), momentum=0.9)\n"
+    (advice,) = lint(sgd, {"OPX301"}, steps=50_000)
+    assert advice.severity is Severity.INFO and "often has none" in advice.message
+    fixed = engine.fix_text(nowarm, "x.py", {"OPX301"}, unsafe=True, context={"steps": (50_000, "cli")})
+    assert "optax.warmup_cosine_decay_schedule(init_value=0.0,peak_value=1e-3,warmup_steps=1000,decay_steps=50_000,)" in "".join(fixed.text.split())
+    assert max(len(line) for line in fixed.text.splitlines()) <= 88
+    assert lint(fixed.text, {"OPX301", "OPX302", "OPX303", "OPX304", "OPX305"}, steps=50_000) == []
 
 
 def test_opx305_zero_warmup_in_warmup_cosine_is_fine() -> None:

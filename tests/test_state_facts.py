@@ -485,5 +485,8 @@ def test_opx611_only_for_used_pipelines_and_unobserved_schedules() -> None:
         {use}
         """
     assert lines(source.format(use=""), "OPX611") == []  # built but never used here
-    assert lines(source.format(use="s = tx.init(p)"), "OPX611") == [4]
-    assert lines(source.format(use="s = tx.init(p)\nprint(schedule(0))"), "OPX611") == []
+    assert lines(source.format(use="s = tx.init(p)"), "OPX611") == []  # a named schedule: schedule(step) reads it
+    inline = source.replace("tx = optax.adam(schedule)", "tx = optax.adam(optax.cosine_decay_schedule(1e-3, 1000))")
+    assert lines(inline.format(use="s = tx.init(p)"), "OPX611") == [4]
+    injected = inline.replace("optax.adam(optax", "optax.inject_hyperparams(optax.adam)(optax")
+    assert lines(injected.format(use="s = tx.init(p)"), "OPX611") == []

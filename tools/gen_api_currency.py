@@ -220,6 +220,37 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
                  "canonicalize_key(key) for an int key: the same key"),
 }
 
+# The first release in which each API a fix writes exists, so a fix is offered as safe
+# only when the user's target version (`target-versions` in the config) has it. Checked
+# against the released wheels (pip download optax==X --no-deps, then the package's
+# __init__ and signatures): optax 0.1.7-0.2.7, flax 0.10.0/0.10.7, jax 0.6.0/0.6.1/0.7.0.
+# Keys: a replacement path, `callable(keyword=)` for a keyword, or a call form.
+AVAILABLE_SINCE: dict[str, str] = {
+    "jax.lax.pmean": "jax 0.1.0",
+    "jax.shard_map": "jax 0.6.1",  # 0.6.0's jax/__init__.py has no shard_map
+    "optax.AddDecayedWeightsState": "optax 0.1.0",
+    "optax.add_decayed_weights": "optax 0.1.0",
+    "optax.generalized_kl_divergence": "optax 0.2.7",
+    "optax.losses.generalized_kl_divergence": "optax 0.2.7",
+    "optax.tree.norm": "optax 0.2.5",  # the optax.tree namespace is new in 0.2.5
+    "optax.inject_hyperparams": "optax 0.1.0",
+    "optax.schedules.inject_hyperparams": "optax 0.1.8",  # optax.schedules is new in 0.1.8
+    "optax.losses.sigmoid_binary_cross_entropy": "optax 0.1.8",  # optax.losses is new in 0.1.8
+    "optax.losses.softmax_cross_entropy_with_integer_labels": "optax 0.1.8",
+    "optax.losses.sparsemax_loss": "optax 0.2.3",
+    "optax.tree_utils.tree_norm": "optax 0.2.5",
+    "optax.tree_utils.tree_scale": "optax 0.2.5",
+    "optax.tree_utils.tree_add_scale": "optax 0.2.5",
+    "optax.contrib.differentially_private_aggregate": "optax 0.1.8",
+    "optax.contrib.DifferentiallyPrivateAggregateState": "optax 0.1.8",
+    "optax.contrib.dpsgd": "optax 0.1.8",
+    "optax.add_noise(key=)": "optax 0.2.5",  # earlier releases take only seed=
+    "optax.noisy_sgd(key=)": "optax 0.2.5",
+    "optax.contrib.differentially_private_aggregate(key=)": "optax 0.2.5",
+    "flax.nnx.Optimizer(wrt=)": "flax 0.10.0",  # the keyword exists, defaulting to nnx.Param
+    "flax.nnx.Optimizer.update(model, grads)": "flax 0.11.0",  # 0.10.x: update(grads)
+}
+
 # Private optax modules that older code imports from and that no longer exist.
 REMOVED_PRIVATE_MODULES = ("optax._src.clipping", "optax._src.privacy", "optax._src.loss",
                            "optax._src.second_order")
@@ -594,6 +625,29 @@ def _resolves_to(path: str, obj: Any) -> bool:
         return False
 
 
+def build_available(names: dict[str, dict[str, Any]], arguments: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """AVAILABLE_SINCE, checked: every fix's new API has an entry, no entry is newer than
+    the installed library, and every path entry resolves in it."""
+    needed = {row["replacement"] for row in names.values() if row.get("fix", "none") != "none" and row.get("replacement")}
+    needed |= {f"{path}({new}=)" for path, row in arguments.items() for new in row["rename"].values()}
+    needed |= {"flax.nnx.Optimizer(wrt=)", "flax.nnx.Optimizer.update(model, grads)"}
+    missing = sorted(needed - set(AVAILABLE_SINCE))
+    if missing:
+        raise SystemExit(f"gen_api_currency: no AVAILABLE_SINCE entry for {missing}")
+    for key, since in AVAILABLE_SINCE.items():
+        library, _, version = since.partition(" ")
+        installed = importlib.metadata.version(library)
+        if _version_tuple(version) > _version_tuple(installed):
+            raise SystemExit(f"gen_api_currency: {key} since {since}, newer than the installed {installed}")
+        if "(" not in key:
+            resolve(key)
+    return dict(sorted(AVAILABLE_SINCE.items()))
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
 def build_table() -> dict[str, Any]:
     import tomllib
 
@@ -607,10 +661,13 @@ def build_table() -> dict[str, Any]:
         raise SystemExit(f"gen_api_currency: rows duplicate optax_api.toml [deprecated]: {sorted(overlap)}")
     names = build_names(ns)
     names.update(build_supplements(deprecated))
+    arguments = build_arguments(ns)
+    same_object = {f"optax.{k}": {"replacement": f"optax.{v['same_as']}", "fix": "rename"} for k, v in deprecated.items() if v.get("same_as")}
     return {
         "versions": {lib: importlib.metadata.version(lib) for lib in LIBRARIES},
         "names": dict(sorted(names.items())),
-        "arguments": build_arguments(ns),
+        "arguments": arguments,
+        "available": build_available({**names, **same_object}, arguments),
         "nnx_optimizer": build_nnx(),
         "removed_private_modules": build_removed_private_modules(),
         "private": build_private(optax),
@@ -639,6 +696,8 @@ def render(table: dict[str, Any]) -> str:
         "#   or a former alias | call: equivalent call per `call` | none); evidence.",
         "#   source = \"optax_api\": status and message are in optax_api.toml [deprecated].",
         "# [arguments.<callable>]: deprecated keyword -> its replacement.",
+        "# [available]: the first release with each API a fix writes (checked against the",
+        "#   released wheels); a fix needing a newer one than the target version is not safe.",
         "# [nnx_optimizer]: what flax's nnx.Optimizer does with the pre-0.11 call forms.",
         "# [removed_private_modules]: optax._src modules older code imports, now gone.",
         "# [private]: private optax path -> the public path of the same object.",
@@ -657,6 +716,9 @@ def render(table: dict[str, Any]) -> str:
         out.append(f"[arguments.{_key(path)}]")
         out += [f"{f} = {_value(row[f])}" for f in ARGUMENT_ORDER]
         out.append("")
+    out.append("[available]")
+    out += [f"{_key(k)} = {_value(v)}" for k, v in table["available"].items()]
+    out.append("")
     out.append("[nnx_optimizer]")
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["nnx_optimizer"].items()]
     out += ["", "[removed_private_modules]"]

@@ -1,5 +1,5 @@
 """Multi-device facts: mapped train steps, collectives, gradient data-flow inside a
-step, and replication of host-side state (seed 000 step 4, seed 004).
+step, and replication of host-side state (docs/protocol.md#multi-device-training).
 
 - **Mapped steps.** Every `jax.pmap` (decorator, call, `functools.partial(jax.pmap,
   axis_name=...)`), `jax.shard_map` / `jax.smap`, `jax.vmap` and `jax.jit` site, with

@@ -131,8 +131,8 @@ def render_finding(finding: Finding, source: Optional[str], options: ReportOptio
     frame, gutter = code_frame(finding, source, options)
     lines = [header(finding, options), *frame]
     indent = " " * (gutter + 1)
-    if options.show_fixes and finding.fix is not None and finding.fix.title:
-        lines.append(indent + paint(f"= help: {finding.fix.title}", CYAN, options))
+    if options.show_fixes and finding.help_text:
+        lines.append(indent + paint(f"= help: {finding.help_text}", CYAN, options))
     for rel in finding.related:
         where = f"{rel.path or finding.path}:{rel.span.line}:{rel.span.column}"
         lines.append(f"{indent}= note: {rel.message}: {where}")

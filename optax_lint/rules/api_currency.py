@@ -30,6 +30,7 @@ from ..extract.api_currency import (
 from ..extract.file_role import belongs_to, owning_package
 from ..extract.names import qualified_name
 from ..extract.walker import Scope
+from ..target_versions import missing_in_target
 from .base import Context, Rule, describe, register
 
 _TRIGGER = {
@@ -309,6 +310,17 @@ def _spelled(ref: Reference) -> str:
     return ref.qualname
 
 
+def _gated(ctx: Context, fix, key: str, title: str) -> tuple[Optional[fixes.ModuleEdit], Optional[str], Optional[str]]:
+    """(fix, fix title, help): no fix when the API it writes is newer than the target
+    release (`target-versions`), with a help line that says so."""
+    if fix is None:
+        return None, None, None
+    missing = missing_in_target(key, ctx.options.get("target_versions") or {})
+    if missing is None:
+        return fix, title, None
+    return None, None, f"{title} when you no longer support older releases: {missing}"
+
+
 def report_references(ctx: Context, code: str) -> None:
     facts = currency_facts(ctx.facts)
     table = table_for(ctx.facts)
@@ -316,15 +328,18 @@ def report_references(ctx: Context, code: str) -> None:
         entry = ref.entry
         if entry is None or entry.rule != code:
             continue
-        fix = _reference_fix(ref, entry, ctx.facts.path)
+        fix, title, help_text = _gated(
+            ctx, _reference_fix(ref, entry, ctx.facts.path), entry.replacement, f"Replace with {entry.replacement}"
+        )
         finding = ctx.report(
             ref.node,
             subject=_spelled(ref),
             state=state_text(entry, table),
             advice=advice_text(entry),
             fix=fix,
-            fix_title=f"Replace with {entry.replacement}" if fix is not None else None,
+            fix_title=title,
             applicability=Applicability.SAFE if fix is not None else None,
+            help=help_text,
         )
         finding.severity = _severity(entry.status == "removed")
 
@@ -358,13 +373,15 @@ class DeprecatedOptaxApi(Rule):
                     index = entry.params.index(new) if entry is not None and new in entry.params else None
                     if new not in keywords and not any(a.star for a in call.args) and index is not None and len(positional) <= index:
                         fix = fixes.replace(arg, arg.with_changes(keyword=cst.Name(new)))
+                    fix, title, help_text = _gated(ctx, fix, f"{path}({new}=)", f"Rename {old}= to {new}=")
                     finding = ctx.report(
                         arg,
                         subject=f"{old}= in {code_text(call)}",
                         state=f"is deprecated (DeprecationWarning when called, {table.version_of(path)})",
                         advice=f"pass {new}= instead (the same value gives the same key)",
                         fix=fix,
-                        fix_title=f"Rename {old}= to {new}=" if fix is not None else None,
+                        fix_title=title,
+                        help=help_text,
                     )
                     finding.severity = Severity.WARNING
 
@@ -480,6 +497,7 @@ class LegacyFlaxOptimizerApi(Rule):
             if model is not None:
                 new_first = cst.Arg(value=cst.Name(model), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                 fix = fixes.replace(call, call.with_changes(args=[new_first, *call.args]))
+            fix, title, help_text = _gated(ctx, fix, "flax.nnx.Optimizer.update(model, grads)", f"Pass {model} as the first argument")
             finding = ctx.report(
                 call,
                 subject=code_text(call),
@@ -487,7 +505,8 @@ class LegacyFlaxOptimizerApi(Rule):
                       f"takes (model, grads) since flax {since})",
                 advice=f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)",
                 fix=fix,
-                fix_title=f"Pass {model} as the first argument" if fix is not None else None,
+                fix_title=title,
+                help=help_text,
             )
             finding.severity = Severity.ERROR
         for read in facts_model_reads(facts):
@@ -523,13 +542,15 @@ class LegacyFlaxOptimizerApi(Rule):
                 title = f"Add wrt={cst.Module([]).code_for_node(param)} (the pre-0.11 default)"
         else:
             return
+        fix, title, help_text = _gated(ctx, fix, "flax.nnx.Optimizer(wrt=)", title if fix is not None else "")
         finding = ctx.report(
             call,
             subject=code_text(call),
             state=f"has no wrt= keyword (TypeError in {version}: wrt is required since flax {since})",
             advice=advice,
             fix=fix,
-            fix_title=title if fix is not None else None,
+            fix_title=title,
+            help=help_text,
         )
         finding.severity = Severity.ERROR
 

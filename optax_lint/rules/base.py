@@ -14,6 +14,7 @@ import libcst as cst
 from ..catalogue import RuleSpec
 from ..diagnostics import Applicability, Finding, Fix, Related
 from ..extract.facts import ModuleFacts
+from ..fixes import reflowed
 from ..positions import Positions
 
 REGISTRY: dict[str, type["Rule"]] = {}
@@ -67,6 +68,7 @@ class Context:
         fix: Optional[Callable[[cst.Module], cst.Module]] = None,
         fix_title: Optional[str] = None,
         applicability: Optional[Applicability] = None,
+        help: Optional[str] = None,
         related: Iterable[tuple[cst.CSTNode, str]] = (),
         **message_args: object,
     ) -> Finding:
@@ -75,7 +77,7 @@ class Context:
         fix_obj = None
         title = (fix_title or spec.fix_title).format(**message_args) if (fix_title or spec.fix_title) else ""
         if fix is not None or (spec.fix is Applicability.DISPLAY_ONLY and title):
-            fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=fix)
+            fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=reflowed(fix) if fix else None)
         finding = Finding(
             code=spec.code,
             name=spec.name,
@@ -86,9 +88,17 @@ class Context:
             fix=fix_obj,
             related=[Related(msg, self.positions.span(rel)) for rel, msg in related if rel is not None],
             node=node,
+            help=help or _help(spec.help, message_args),
         )
         self.findings.append(finding)
         return finding
+
+
+def _help(template: str, args: dict) -> str:
+    try:
+        return template.format(**args)
+    except (KeyError, IndexError):  # a field this finding has no value for
+        return template
 
 
 class Rule:

@@ -1,4 +1,4 @@
-"""Chain order (seed 000 step 3, seed 002): where clipping, decay and the LR step sit
+"""Chain order (docs/protocol.md#chain-order): where clipping, decay and the LR step sit
 in the *expanded* chain. Written once against primitives, so `adamw(...)`,
 `chain(scale_by_adam(), scale_by_learning_rate(lr))` and every wrapper are judged alike."""
 

@@ -1,4 +1,4 @@
-"""Checkpointing (seed 000 step 5): save the optimizer state with the params, restore
+"""Checkpointing (docs/protocol.md#checkpointing): save the optimizer state with the params, restore
 it with a target, resume without re-initializing it, keep functional updates, and use
 the current orbax API. Judged on `extract.checkpoints` facts."""
 

@@ -1,5 +1,5 @@
-"""How an optimizer is constructed (seed 000 step 3, seed 002): arguments landing in the
-wrong parameter, `masked` mistaken for freezing, a trailing comma making a tuple."""
+"""How an optimizer is constructed (docs/protocol.md#optimizer): arguments landing in
+the wrong parameter, `masked` mistaken for freezing, a trailing comma making a tuple."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multi-device data parallelism (seed 000 step 4, seed 004): gradients averaged with
+"""Multi-device data parallelism (docs/protocol.md#multi-device-training): gradients averaged with
 `lax.pmean` before the update, axis names that exist, learning rate and warmup scaled
 with the device count, state replicated before a pmapped step and unreplicated before
 a save, and the pmap idiom that turns into n x the gradient under `jax.shard_map`.
@@ -15,6 +15,8 @@ import libcst as cst
 from .. import fixes
 from ..extract import parallel as par
 from ..extract.parallel import AFresh, AGrad, parallel_facts
+from ..extract.names import lookup
+from ..extract.state_access import name_uses
 from ..extract.values import Unknown, single_binding, value_of
 from .base import Context, Rule, describe, register
 
@@ -376,20 +378,28 @@ class LearningRateNotScaled(_ScalingRule):
             self._report(ctx, expr, value, step, batch, known, fix)
 
     def _fix(self, ctx: Context, expr, scope, jax_name, fixed_defs: set):
-        """Multiply by jax.device_count(): at the definition when the LR is a name
-        assigned once, else at the argument."""
+        """Multiply by jax.device_count() where the value is written, but only inside a
+        function: at import time the backend is not set up yet (a multi-host program calls
+        jax.distributed.initialize() first), so a module-level constant is never touched.
+        A name is scaled at its one assignment when that is in a function; a module-level
+        constant is scaled at its use when that use is its only one (so they cannot disagree)."""
         if jax_name is None:
             return None
         factor = f"{jax_name}.device_count()"
         if isinstance(expr, cst.Name):
+            owner, _ = lookup(expr.value, scope)
             binding, _ = single_binding(expr.value, scope)
-            if binding is None or binding.index or binding.value is None or binding.kind != "assign":
+            if owner is None or binding is None or binding.index or binding.value is None or binding.kind != "assign":
                 return None
-            if id(binding.value) in fixed_defs:
-                return None
-            fixed_defs.add(id(binding.value))
-            return fixes.replace(binding.value, fixes.multiplied(binding.value, factor))
-        if isinstance(expr, (cst.Integer, cst.Float)):
+            if owner.kind == "function":
+                if id(binding.value) in fixed_defs:
+                    return None
+                fixed_defs.add(id(binding.value))
+                return fixes.replace(binding.value, fixes.multiplied(binding.value, factor))
+            if owner.kind == "module" and scope.kind == "function" and len(name_uses(ctx.facts.module, expr.value)) == 2:
+                return fixes.replace(expr, fixes.multiplied(expr, factor))  # the assignment plus this one use
+            return None
+        if isinstance(expr, (cst.Integer, cst.Float)) and scope.kind == "function":
             return fixes.replace(expr, fixes.multiplied(expr, factor))
         return None
 

@@ -1,4 +1,5 @@
-"""Optimizer choice against what is being trained (seed 000 step 1 and step 3, seed 004).
+"""Optimizer choice against what is being trained (docs/protocol.md: optimizer,
+gradient clipping, weight decay).
 
 Every rule here judges a pipeline against the run context (`facts.run_context`),
 and asks for the context only after it has found a pipeline it could judge, so a

@@ -1,4 +1,4 @@
-"""Learning-rate schedules (seed 000 step 2): warmup, horizon, kind for the run length,
+"""Learning-rate schedules (docs/protocol.md: schedule, warmup): warmup, horizon, kind for the run length,
 arguments optax rejects or silently degrades, join_schedules boundaries, schedules
 inside MultiSteps, and schedules that never reach the optimizer.
 
@@ -19,6 +19,7 @@ import libcst as cst
 from .. import fixes
 from ..diagnostics import Severity
 from ..extract.names import lookup, qualified_name
+from ..extract.parallel import parallel_facts
 from ..extract.schedule_facts import (
     LrUse,
     Shape,
@@ -50,6 +51,13 @@ def _fmt(value: Any) -> str:
 
 def _int_literal(n: int) -> cst.Integer:
     return cst.Integer(f"{n:_}" if n >= 10_000 else str(n))
+
+
+def _literal_like(old: cst.BaseExpression, n: int) -> cst.Integer:
+    """`n` spelled the way the literal it replaces was: `2_000` where the user wrote `1_000`."""
+    if isinstance(old, cst.Integer) and "_" in old.value:
+        return cst.Integer(f"{n:_}")
+    return _int_literal(n)
 
 
 def _sched_name(s: Schedule) -> str:
@@ -86,8 +94,14 @@ def warmup_range(steps: Optional[int], transformer: bool, lo_frac: float, hi_fra
 
 
 def suggested_warmup(steps: int, transformer: bool, lo_frac: float = 0.01, hi_frac: float = 0.05, tf_min: int = 2000) -> int:
+    """2% of the run inside the recommended range, at most 10% of it, except that a
+    Transformer's 2000-step minimum wins when it still leaves most of the run to decay
+    (so OPX301's fix never builds a warmup OPX302 would report)."""
     lo, hi = warmup_range(steps, transformer, lo_frac, hi_frac, tf_min)
-    return max(1, int(min(max(round(0.02 * steps), lo), hi, round(0.1 * steps))))
+    warmup = min(max(round(0.02 * steps), lo), hi, round(0.1 * steps))
+    if lo <= steps / 4:
+        warmup = max(warmup, lo)
+    return max(1, int(warmup))
 
 
 def _optax_base(facts, call: Optional[cst.Call], scope) -> Optional[cst.BaseExpression]:
@@ -112,25 +126,6 @@ def _kw(name: str, value: cst.BaseExpression, last: bool = False) -> cst.Arg:
     return arg if last else arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
 
 
-def _wrap_if_long(ctx: Context, old: cst.CSTNode, new: cst.Call, limit: int = 100) -> cst.Call:
-    """One keyword per line (black's layout) when the call would not fit on its line."""
-    text = ctx.facts.text
-    if text is None:
-        return new
-    span = ctx.positions.span(old)
-    lines = text.splitlines()
-    if span.line > len(lines):
-        return new
-    line = lines[span.line - 1]
-    if len(line) - len(code(old)) + len(code(new)) <= limit:
-        return new
-    indent = line[: len(line) - len(line.lstrip())]
-    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + "    "))
-    args = [a.with_changes(comma=cst.Comma(whitespace_after=inner)) for a in new.args]
-    last = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent))))
-    return new.with_changes(args=args[:-1] + [last], whitespace_before_args=inner)
-
-
 def _lr_anchor(use: LrUse) -> cst.CSTNode:
     if use.expr is not None:
         return use.expr
@@ -144,6 +139,20 @@ def _tol(ctx: Context) -> float:
 # ---------------------------------------------------------------------------
 
 
+# Decays that start at their peak when the schedule has no warmup piece.
+_DECAYS = ("cosine", "linear", "polynomial", "exponential", "step")
+
+
+def _fresh_name(text: Optional[str], base: str) -> str:
+    """`base`, or `base_2`, ... : a name the module does not spell anywhere."""
+    text = text or ""
+    name, n = base, 1
+    while re.search(rf"\b{name}\b", text):
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
 @register
 class MissingWarmup(Rule):
     code = "OPX301"
@@ -151,36 +160,65 @@ class MissingWarmup(Rule):
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
         sf = schedule_facts(facts)
-        candidates = [
+        constant = [
             u for u in sf.lr_uses
             if u.constant and not u.injected and not u.self_scheduling and not u.opaque and u.node.call is not None
         ]
-        if not candidates:
+        cold = [(u, s) for u, s in sf.lr_schedules() if not u.opaque and u.node.call is not None and self._cold(sf.shapes.shape(s))]
+        if not constant and not cold:
             return  # nothing to judge: do not pay for the run context
         if any(a.node.attr.value == "hyperparams" for a in facts.raw.attributes):
             return  # the LR is driven by hand through inject_hyperparams' state
-        transformer = _is_transformer(facts) if any(u.adaptive for u in candidates) else None
+        adaptive = any(u.adaptive for u in constant) or any(u.adaptive for u, _ in cold)
+        transformer = _is_transformer(facts) if adaptive else None
         steps = context_number(facts, "steps")
         steps_entry = context_value(facts, "steps")
         long_run = steps is not None and steps >= ctx.option("min_steps")
         if transformer is None and not long_run:
             return
         fine_tune = _fine_tune(facts) is not None
-        for use in candidates:
-            optimizer = describe(use.node.call, 80)
-            if transformer is not None and use.adaptive:
-                reason = f"{use.adaptive_name} is adaptive and the model is a Transformer (arch {provenance(transformer)})"
-            elif long_run:
-                reason = f"the run is {steps} steps long (steps {provenance(steps_entry)})"
-            else:
+        for use in constant:
+            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            if reason is None:
                 continue
             fix, title = None, None
             if steps is not None:
                 fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
-            ctx.report(_lr_anchor(use), optimizer=optimizer, lr=use.constant_text, reason=reason, fix=fix, fix_title=title,
+            ctx.report(_lr_anchor(use), optimizer=describe(use.node.call, 80), lr=f"a constant learning rate {use.constant_text}",
+                       reason=reason, fix=fix, fix_title=title,
                        related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
+        for use, schedule in cold:
+            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            if reason is None:
+                continue
+            info = not use.adaptive
+            if info:
+                reason += (" (advice: warmup matters most for adaptive optimizers and large batches; "
+                           "a step or cosine decay recipe for plain SGD, such as ResNet training, often has none)")
+            fix, title = None, None
+            if steps is not None:
+                fix, title = self._cold_fix(ctx, sf, schedule, steps, transformer is not None)
+            finding = ctx.report(schedule.call, optimizer=describe(use.node.call, 80),
+                                 lr=f"{_sched_name(schedule)}, a decay that starts at its peak", reason=reason, fix=fix, fix_title=title,
+                                 related=[(use.node.call, "the optimizer it drives")])
+            if info:
+                finding.severity = Severity.INFO
+
+    @staticmethod
+    def _cold(shape: Shape) -> bool:
+        return shape.kind not in ("unknown", "onecycle") and is_number(shape.warmup) and shape.warmup == 0 and shape.decay in _DECAYS
+
+    @staticmethod
+    def _reason(use: LrUse, transformer, long_run: bool, steps, steps_entry) -> Optional[str]:
+        if transformer is not None and use.adaptive:
+            return f"{use.adaptive_name} is adaptive and the model is a Transformer (arch {provenance(transformer)})"
+        if long_run:
+            return f"the run is {steps} steps long (steps {provenance(steps_entry)})"
+        return None
 
     def _fix(self, ctx: Context, use: LrUse, steps: int, transformer: bool, fine_tune: bool):
+        """A named warmup schedule, bound just before the statement that builds the
+        optimizer, so it can be evaluated and logged (an inline one would be OPX611's)."""
         facts = ctx.facts
         base = _optax_base(facts, use.node.call, use.node.scope)
         if base is None:
@@ -192,22 +230,101 @@ class MissingWarmup(Rule):
             peak, target = use.expr, use.expr
         else:
             return None, None
-        if peak is None:
+        record = facts.record_of.get(use.node.call)
+        if peak is None or record is None or not isinstance(record.statement, cst.SimpleStatementLine):
             return None, None
+        if parallel_facts(facts).train_steps():
+            return None, None  # under pmap the right warmup scales with the device count (OPX404): not a literal
+        statement = record.statement
         warmup = suggested_warmup(steps, transformer)
+        variable = _fresh_name(facts.text, "lr_schedule")
+        indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
         if fine_tune or steps < ctx.option("min_steps"):
-            name = "warmup_constant_schedule"
+            name, shown = "warmup_constant_schedule", f"warmup_steps={warmup}"
             args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", _int_literal(warmup), last=True)]
+        elif steps > _LONG_RUN_STEPS:
+            name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {steps}"
+            call = _warmup_linear_decay(base, peak, warmup, steps, indent)
         else:
-            name = "warmup_cosine_decay_schedule"
+            name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={steps}"
             args = [
                 _kw("init_value", cst.Float("0.0")), _kw("peak_value", peak),
                 _kw("warmup_steps", _int_literal(warmup)), _kw("decay_steps", _int_literal(steps), last=True),
             ]
-        new = cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args)
-        new = _wrap_if_long(ctx, target, new)
-        title = f"Use {name}(... warmup_steps={warmup}{'' if name.startswith('warmup_constant') else f', decay_steps={steps}'}) as the learning rate"
-        return fixes.replace(target, new), title
+        if name != "join_schedules":
+            call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent, len(indent) + len(variable) + 3)
+        if call is None:
+            return None, None
+        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(variable))], call)])
+        title = f"Use optax.{name} ({shown}) as the learning rate, bound to {variable}"
+        return fixes.rewrite_nodes([(statement, lambda s: _preceded_by(s, assign)), (target, lambda _: cst.Name(variable))]), title
+
+    def _cold_fix(self, ctx: Context, sf, schedule: Schedule, steps: int, transformer: bool):
+        """cosine_decay_schedule(init, decay_steps, alpha) -> warmup_cosine_decay_schedule with
+        the same peak, length and end value; other decays have no one-call warmup form."""
+        if schedule.key != "cosine_decay_schedule" or schedule.args.expr("exponent") is not None:
+            return None, None
+        peak, decay, alpha = schedule.args.expr("init_value"), schedule.args.expr("decay_steps"), schedule.args.expr("alpha")
+        base = _optax_base(ctx.facts, schedule.call, schedule.scope)
+        length = sf.shapes.value(schedule, "decay_steps")
+        if base is None or peak is None or decay is None or not is_number(length):
+            return None, None
+        if alpha is not None and not isinstance(peak, (cst.Name, cst.Attribute, cst.Integer, cst.Float)):
+            return None, None
+        warmup = suggested_warmup(steps, transformer)
+        if warmup >= length:
+            return None, None
+        args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", _int_literal(warmup)),
+                _kw("decay_steps", decay, last=alpha is None)]
+        if alpha is not None:
+            args.append(_kw("end_value", fixes.multiplied(alpha, code(peak)), last=True))
+        new = cst.Call(func=cst.Attribute(value=base, attr=cst.Name("warmup_cosine_decay_schedule")), args=args)
+        new = _like(ctx, schedule.call, new)
+        return fixes.replace(schedule.call, new), f"Warm up first: warmup_cosine_decay_schedule(... warmup_steps={warmup}) with the same peak, length and end value"
+
+
+# Above this many steps the recommended decay is linear (OPX304's `long_run_steps` default).
+_LONG_RUN_STEPS = 100_000
+
+
+def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, steps: int, indent: str) -> Optional[cst.Call]:
+    """The recommended long-run schedule, laid out one piece per line:
+    join_schedules([linear_schedule(0.0, lr, W), linear_schedule(lr, 0.0, total - W)], [W])."""
+    lr, optax_name = code(peak), code(base)
+    if "\n" in lr:
+        return None
+    w, rest = _int_literal(warmup).value, _int_literal(steps - warmup).value
+    i1, i2 = indent + "    ", indent + "        "
+    text = (
+        f"{optax_name}.join_schedules(\n{i1}[\n"
+        f"{i2}{optax_name}.linear_schedule(0.0, {lr}, {w}),\n"
+        f"{i2}{optax_name}.linear_schedule({lr}, 0.0, {rest}),\n"
+        f"{i1}],\n{i1}[{w}],\n{indent})"
+    )
+    return cst.parse_expression(text)
+
+
+def _preceded_by(statement: cst.CSTNode, new: cst.SimpleStatementLine) -> cst.FlattenSentinel:
+    """`new` then `statement`; the statement's leading comments move above `new`, and a
+    function or class keeps its two blank lines."""
+    rest = ()
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        rest = (cst.EmptyLine(), cst.EmptyLine())
+    return cst.FlattenSentinel([new.with_changes(leading_lines=statement.leading_lines), statement.with_changes(leading_lines=rest)])
+
+
+def _like(ctx: Context, old: cst.Call, new: cst.Call) -> cst.Call:
+    """`new` laid out like `old`: one argument per line if `old` was split over lines,
+    else on one line when it fits."""
+    text = ctx.facts.text or ""
+    span = ctx.positions.span(old)
+    indent = fixes.line_indent(text, span.line)
+    if fixes.is_multi_line(old):
+        return fixes.one_per_line(new, indent)
+    lines = text.splitlines()
+    line = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
+    around = len(line) - len(code(old)) if span.end_line == span.line else span.column - 1
+    return fixes.fit_call(new, indent, around)
 
 
 @register
@@ -241,14 +358,26 @@ class WarmupLength(Rule):
             else:
                 span = f"{_fmt(lo)} steps" if lo == hi else f"{_fmt(lo)}-{_fmt(hi)} steps"
                 rng = f"{span} ({lo_frac:.0%}-{hi_frac:.0%} of the run" + (f", at least {tf_min} on a Transformer)" if transformer is not None else ")")
-            fix = None
+            fix, title = None, None
             anchor = shape.warmup_expr if shape.warmup_expr is not None else schedule.call
             if schedule.key.startswith("warmup_") and shape.warmup_expr is not None:
                 target = suggested_warmup(steps, transformer is not None, lo_frac, hi_frac, tf_min)
                 if lo <= target <= hi and not (schedule.key == "warmup_cosine_decay_schedule" and not self._fits(sf, schedule, target)):
-                    fix = fixes.replace(shape.warmup_expr, _int_literal(target))
-            ctx.report(anchor, schedule=_sched_name(schedule), detail=detail, range=rng, fix=fix,
-                       fix_title=f"Set warmup_steps to {suggested_warmup(steps, transformer is not None, lo_frac, hi_frac, tf_min)}" if fix else None)
+                    fix, title = self._set_warmup(schedule, shape.warmup_expr, target)
+            ctx.report(anchor, schedule=_sched_name(schedule), detail=detail, range=rng, fix=fix, fix_title=title)
+
+    @staticmethod
+    def _set_warmup(schedule: Schedule, expr: cst.BaseExpression, target: int):
+        """Edit the warmup where its value is written: the literal in the call, or the one
+        assignment of the constant it names (so the constant and every use of it agree).
+        A computed warmup (`int(0.01 * TOTAL)`) is left to the user."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return fixes.replace(expr, _literal_like(expr, target)), f"Set warmup_steps to {target}"
+        if isinstance(expr, cst.Name):
+            binding, _ = single_binding(expr.value, schedule.scope)
+            if binding is not None and binding.kind in ("assign", "annassign") and not binding.index and isinstance(binding.value, (cst.Integer, cst.Float)):
+                return fixes.replace(binding.value, _literal_like(binding.value, target)), f"Set {expr.value} to {target} where it is defined"
+        return None, None
 
     @staticmethod
     def _fits(sf, schedule: Schedule, warmup: int) -> bool:
@@ -407,6 +536,17 @@ class ScheduleHorizonMismatch(Rule):
         ctx.report(anchor, schedule=_sched_name(schedule), detail=detail)
 
 
+# When a variant of the recommended decay is the right choice after all.
+_UNLESS = {
+    "step": "step decay is the classic recipe for CNNs trained with SGD, such as ResNet on ImageNet; keep it there",
+    "cosine": "cosine decay is also common on long runs; keep it if your recipe was tuned with it",
+    "linear": "linear decay works as well on shorter runs; keep it if your recipe was tuned with it",
+    "exponential": "keep it if the recipe you reproduce was tuned with it",
+    "polynomial": "keep it if the recipe you reproduce was tuned with it",
+    "onecycle": "one-cycle schedules are a deliberate recipe of their own; keep it if you follow one",
+}
+
+
 @register
 class ScheduleKindForLength(Rule):
     code = "OPX304"
@@ -433,32 +573,33 @@ class ScheduleKindForLength(Rule):
                 warm = shape.warmup > 0
             else:
                 continue
+            if not warm:
+                continue  # a decay that starts at its peak has no warmup: OPX301's finding
             decay = shape.decay
             where = f"steps {provenance(steps_entry)}"
             if fine_tune is not None:
-                regime, expected = f"fine-tuning (fine_tune {provenance(fine_tune)})", "warmup + constant"
-                if not warm:
-                    verdict = "warning"
-                elif decay == "constant":
+                if decay == "constant":
                     continue
-                else:
-                    verdict = "info"
+                regime, expected = f"fine-tuning (fine_tune {provenance(fine_tune)})", "warmup + constant"
+                verdict = "info"
+                unless = "a decay after the warmup is a common fine-tuning variant; keep it if your recipe uses one"
             elif steps < short:
-                continue  # the protocol's constant LR; a schedule on a short run costs nothing: not reported
+                continue  # the recommended constant LR; a schedule on a short run costs nothing: not reported
             else:
                 wanted = "cosine" if steps <= long else "linear"
                 regime = f"a {steps}-step run ({where})"
                 expected = f"warmup + {wanted} decay"
-                if not warm or decay == "constant":
-                    verdict = "warning"
-                elif decay == wanted:
+                if decay == wanted:
                     continue
+                if decay == "constant":
+                    verdict, unless = "warning", ""
                 else:
                     verdict = "info"
+                    unless = _UNLESS.get(decay, "keep it if the recipe you reproduce uses it")
             have = self._describe_kind(shape, warm)
-            detail = f"is {have}; for {regime} the protocol uses {expected}"
+            detail = f"is {have}; for {regime} the recommended schedule is {expected}"
             if verdict == "info":
-                detail += " (advice: a close variant, not a mistake)"
+                detail += f" (advice, not a mistake: {unless})"
             finding = ctx.report(schedule.call, schedule=_sched_name(schedule), detail=detail)
             if verdict == "info":
                 finding.severity = Severity.INFO

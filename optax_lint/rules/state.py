@@ -1,5 +1,5 @@
-"""Updates and optimizer state (seed 002: monitoring hyperparameters with
-`inject_hyperparams` and reading them back from a chained state; seed 000 steps 3 and 5).
+"""Updates and optimizer state (docs/protocol.md: optimizer state and updates,
+reading hyperparameters back with `inject_hyperparams` from a chained state).
 
 Every rule here links an update call or a state access back to the pipeline that built
 the state (see `extract/state_access.py`) and judges it against the state's layout.
@@ -1251,8 +1251,8 @@ class ScheduleNotObservable(Rule):
                 schedule = facts.schedule_of(expr, node.scope)
                 if schedule is None:
                     continue
-                if isinstance(expr, cst.Name) and self._used_elsewhere(expr, node.scope):
-                    continue
+                if not isinstance(expr, cst.Call):
+                    continue  # a named schedule can be evaluated and logged as name(step)
                 ctx.report(
                     expr,
                     optimizer=_describe_node(node),
@@ -1284,14 +1284,3 @@ class ScheduleNotObservable(Rule):
                 if pipeline is not None:
                     out.add(id(pipeline))
         return out
-
-    @staticmethod
-    def _used_elsewhere(expr: cst.Name, scope: Scope) -> bool:
-        owner = _owner(expr.value, scope)
-        if owner is None:
-            return True
-        bindings = owner.bindings.get(expr.value, [])
-        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign"):
-            return True
-        uses = name_uses(owner.node, expr.value)
-        return len(uses) > 2
