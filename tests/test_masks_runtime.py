@@ -74,6 +74,16 @@ def mask(params):
 def mask(params):
     return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != "bias" and "scale" not in jax.tree_util.keystr(path), params)
 ''',
+    "constant_list_comprehension": '''
+def mask(params):
+    flat_params = traverse_util.flatten_dict(params)
+    norms = [(name, "scale") for name in ["ln_f", "LayerNorm_0"]]
+    return traverse_util.unflatten_dict({path: (path[-1] != "bias" and path[-2:] not in norms) for path in flat_params})
+''',
+    "jnp_ndim": '''
+def mask(params):
+    return jax.tree_util.tree_map(lambda x: jax.numpy.ndim(x) != 1, params)
+''',
     "ndim": '''
 def mask(params):
     return jax.tree.map(lambda x: x.ndim > 1, params)

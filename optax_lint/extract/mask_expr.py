@@ -90,8 +90,7 @@ def _eval(e: list, env: dict, depth: int) -> Any:
     d = depth + 1
     op = e[0]
     if op == "const":
-        value = e[1]
-        return tuple(value) if isinstance(value, list) else value
+        return _tuples(e[1])
     if op in ("path", "leaf"):
         if env.get(op) is None:
             raise EvalError(f"no {op}")
@@ -189,6 +188,11 @@ def _eval(e: list, env: dict, depth: int) -> Any:
         values = (_eval(body, {**env, var: item}, d) for item in iterable)
         return any(values) if kind == "any" else all(values)
     raise EvalError(f"unknown form {op}")
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples they were written as."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _number(value: Any) -> bool:

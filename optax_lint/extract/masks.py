@@ -30,6 +30,8 @@ UNFLATTEN = frozenset({"flax.traverse_util.unflatten_dict"})
 FREEZE = frozenset({"flax.core.freeze", "flax.core.frozen_dict.freeze", "flax.core.FrozenDict", "flax.core.frozen_dict.FrozenDict"})
 UNFREEZE = frozenset({"flax.core.unfreeze", "flax.core.frozen_dict.unfreeze"})
 KEYSTR = frozenset({"jax.tree_util.keystr"})
+# jnp.ndim(x) / np.shape(x): the same as the attribute of the leaf
+ARRAY_FUNCS = {"jax.numpy.ndim": "ndim", "numpy.ndim": "ndim", "jax.numpy.shape": "shape", "numpy.shape": "shape", "jax.numpy.size": "size", "numpy.size": "size"}
 
 # Optax parameters that take a weight-decay mask, and the wrappers' tree arguments.
 DECAY_MASK_PARAMS = ("mask", "weight_decay_mask")
@@ -147,6 +149,8 @@ class MaskCompiler:
             return self._call(node, scope, env, d)
         if isinstance(node, cst.DictComp):
             return self._dict_comp(node, scope, env, d)
+        if isinstance(node, (cst.ListComp, cst.SetComp)):
+            return self._constant_comp(node, scope, env, d)
         if isinstance(node, cst.Comparison):
             return self._compare(node, scope, env, d)
         if isinstance(node, cst.BooleanOperation):
@@ -264,6 +268,26 @@ class MaskCompiler:
             raise NotInterpretable("the comprehension rewrites the keys", node)
         return _FlatMask(self._expr(node.value, scope, inner, depth), source.kind)
 
+    def _constant_comp(self, node, scope: Scope, env: dict, depth: int) -> _Expr:
+        """[(name, "scale") for name in ["ln_1", "ln_2"]]: a constant list built once."""
+        comp = node.for_in
+        if comp.inner_for_in is not None or comp.ifs or not isinstance(comp.target, cst.Name):
+            raise NotInterpretable("comprehension form", node)
+        iterable = self._expr(comp.iter, scope, env, depth)
+        if iterable[0] != "const" or not isinstance(iterable[1], list):
+            raise NotInterpretable("a comprehension over something other than a constant list", node)
+        var = comp.target.value
+        items = []
+        for item in iterable[1][:256]:
+            value = self._expr(node.elt, scope, {**env, var: _Expr(["const", item])}, depth)
+            if value[0] != "const":
+                try:
+                    value = ["const", _as_const(mx.evaluate(value, {}))]
+                except (mx.EvalError, TypeError):
+                    raise NotInterpretable("a comprehension whose items are not constant", node) from None
+            items.append(value[1])
+        return _Expr(["const", items])
+
     def _path(self, kind: str) -> _Expr:
         if self.kind is not None and self.kind != kind:
             raise NotInterpretable("the mask reads paths of two kinds")
@@ -329,7 +353,7 @@ class MaskCompiler:
             if len(args) != 2 or keywords:
                 raise NotInterpretable(f"{qual.rsplit('.', 1)[-1]} over several trees", node)
             fn = self._eval(args[0], scope, env, depth)
-            tree = self._eval(args[1], scope, env, depth)
+            tree = self._tree(args[1], scope, env, depth)
             if not isinstance(fn, _Closure) or not isinstance(tree, _Params):
                 raise NotInterpretable("the mapped function or tree is not followed", node)
             if qual in TREE_MAP:
@@ -342,7 +366,7 @@ class MaskCompiler:
                 raise NotInterpretable("the mapped function does not return a per-leaf value", node)
             return _Tree(value.ast, kind or self.kind, tree.frozen)
         if qual in FLATTEN:
-            tree = self._eval(args[0], scope, env, depth) if args else None
+            tree = self._tree(args[0], scope, env, depth) if args else None
             if not isinstance(tree, _Params) or len(args) != 1 or set(keywords) - {"sep"}:
                 raise NotInterpretable("flatten_dict of something other than the params", node)
             sep = value_of(keywords["sep"], scope) if "sep" in keywords else None
@@ -362,9 +386,22 @@ class MaskCompiler:
             if isinstance(inner, _Params):
                 return _Params(frozen)
             raise NotInterpretable("freeze of an unknown value", node)
+        if qual in ARRAY_FUNCS and len(args) == 1 and not keywords:
+            return _Expr(["attr", self._expr(args[0], scope, env, depth), ARRAY_FUNCS[qual]])
         if qual in KEYSTR and len(args) == 1 and not keywords:
             return _Expr(["call", "keystr", [self._expr(args[0], scope, env, depth)]])
         raise NotInterpretable(f"call to {qual}", node)
+
+    def _tree(self, node, scope: Scope, env: dict, depth: int) -> Any:
+        """The tree a mask is mapped over. Outside a mask function (a mask tree built
+        once, `mask=tree_map(f, self.params)`) a name or attribute is taken to be the
+        params: what matters is the function mapped over it."""
+        try:
+            return self._eval(node, scope, env, depth)
+        except NotInterpretable:
+            if isinstance(node, (cst.Name, cst.Attribute)) and not env:
+                return _Params()
+            raise
 
     def _apply(self, closure: _Closure, args: list, node, depth: int, keywords: Optional[dict] = None) -> Any:
         if depth > _MAX_DEPTH:
@@ -413,6 +450,14 @@ class MaskCompiler:
                     return self._eval(small.value, scope, env, depth)
                 raise NotInterpretable(f"a {type(small).__name__} statement in {fn.name.value}()", small)
         raise NotInterpretable(f"{fn.name.value}() returns nothing optax-lint follows", fn)
+
+
+def _as_const(value):
+    if isinstance(value, tuple):
+        return [_as_const(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(type(value).__name__)
 
 
 # -- where pipelines take masks and labels ------------------------------------

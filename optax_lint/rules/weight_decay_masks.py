@@ -396,9 +396,7 @@ class NdimMaskWithScannedLayers(Rule):
         sites = [s for s in mask_sites(facts) if _site_kind(s) in ("decay", "no_decay")]
         if not sites:
             return
-        stacks = stacked_layers(facts)
-        if not stacks:
-            return
+        stacks: Optional[list] = None
         for site in sites:
             fn = site.function(facts)
             if fn is None or fn.uses_path or not fn.uses_leaf:
@@ -414,12 +412,39 @@ class NdimMaskWithScannedLayers(Rule):
             decayed_when_stacked = stacked if kind == "decay" else not stacked
             if not decayed_when_stacked:
                 continue
-            ctx.report(
-                site.expr,
-                mask=_short(site.expr),
-                how=stacks[0].how,
-                related=[(stacks[0].node, "layers are stacked here")],
-            )
+            if stacks is None:
+                stacks = _stacks(facts)
+            if not stacks:
+                return
+            site_facts, stack = stacks[0]
+            if site_facts is facts:
+                how, related = stack.how, [(stack.node, "layers are stacked here")]
+            else:
+                how, related = f"{stack.how} in {_where(facts, site_facts, stack.node)}", []
+            ctx.report(site.expr, mask=_short(site.expr), how=how, related=related)
+
+
+def _stacks(facts) -> list:
+    """Where this file, or a project module it imports (the model's), stacks layers."""
+    found = [(facts, s) for s in stacked_layers(facts)]
+    if found:
+        return found
+    from ..extract.project_config import project_of
+
+    for module in project_of(facts).imported_modules(("scan", "vmap", "layer_stack")):
+        found.extend((module, s) for s in stacked_layers(module))
+        if found:
+            break
+    return found
+
+
+def _where(facts, module_facts, node: cst.CSTNode) -> str:
+    import os
+
+    from ..extract.project_config import line_of
+
+    here = os.path.dirname(os.path.abspath(facts.path))
+    return f"{os.path.relpath(os.path.abspath(module_facts.path), here)}:{line_of(module_facts, node)}"
 
 
 # -- OPX111 ---------------------------------------------------------------------
@@ -598,8 +623,15 @@ def negative_alias_lr(step: Step) -> bool:
     return step.arg_sign("learning_rate") == -1
 
 
+_ASCENT_WORDS = re.compile(r"\bascent\b|\bmaximi[sz]", re.IGNORECASE)
+
+
 @register
 class NegativeLearningRateToAlias(Rule):
+    """Deliberate gradient ascent is common in RL (`optax.sgd(-lr)` on a return to
+    maximise), so a minus written in the alias call itself, or a file that speaks of
+    ascent or maximising, is taken at its word."""
+
     code = "OPX113"
 
     def check(self, ctx: Context) -> None:
@@ -616,18 +648,26 @@ class NegativeLearningRateToAlias(Rule):
                     seen.add(alias.call)
                     param = step.passed.get("learning_rate", "learning_rate") if step.passed else "learning_rate"
                     expr = alias.args.expr(param) if alias.args is not None else None
-                    schedule = facts.schedule_of(expr, alias.scope) if expr is not None else None
-                    value = describe(expr) if expr is not None else "learning_rate"
+                    if expr is None or _explicit_minus(expr):
+                        continue
+                    if _ASCENT_WORDS.search(facts.text or ""):
+                        return
+                    schedule = facts.schedule_of(expr, alias.scope)
                     if schedule is not None:
                         detail = f"the schedule {describe(schedule.call)} starts or peaks at a negative value"
                         related = [(schedule.call, "negative schedule built here")]
                     else:
-                        detail = f"the learning rate {value} is negative"
+                        value = value_of(expr, alias.scope)
+                        shown = describe(expr)
+                        if isinstance(value, (int, float)) and not isinstance(value, bool) and shown != repr(value):
+                            shown = f"{shown} (= {value:g})"
+                        detail = f"the learning rate {shown} is negative"
                         related = []
-                    ctx.report(
-                        expr if expr is not None else alias.call,
-                        alias=alias.short,
-                        value=value,
-                        detail=detail,
-                        related=related,
-                    )
+                    ctx.report(expr, alias=alias.short, detail=detail, related=related)
+
+
+def _explicit_minus(expr: cst.BaseExpression) -> bool:
+    """`sgd(-lr)`, `sgd(-1.0 * lr)`: the author wrote the sign at the call."""
+    while isinstance(expr, cst.BinaryOperation):
+        expr = expr.left
+    return isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)

@@ -23,9 +23,17 @@ _EXPECTED = {"kernel": "decayed", "embedding": "decayed", "bias": "not decayed",
 
 
 def _params_tree(facts):
+    """The file's model, else the model of a project module it imports, else a small
+    synthetic Transformer (stacked when the file scans layers)."""
     tree = model_tree(facts)
     if tree is not None and tree.leaves:
         return tree
+    from ..extract.project_config import project_of
+
+    for module in project_of(facts).imported_modules(("flax",)):
+        tree = model_tree(module)
+        if tree is not None and tree.leaves:
+            return tree
     return synthetic_tree(scanned=bool(stacked_layers(facts)))
 
 
