@@ -201,6 +201,9 @@ def test_frozen_params_with_plain_dict_labels_raise() -> None:
     tx = optax.multi_transform({"t": optax.adam(1e-3), "f": optax.set_to_zero()}, {"a": {"w": "t"}, "b": {"w": "f"}})
     with pytest.raises(ValueError, match="pytree structure"):
         tx.update(params, tx.init(params), params)
+    masked = optax.masked(optax.add_decayed_weights(1e-4), {"a": {"w": True}, "b": {"w": False}})
+    with pytest.raises(ValueError, match="pytree structure"):
+        masked.update(params, masked.init(params), params)
     missing = optax.multi_transform({"t": optax.adam(1e-3), "f": optax.set_to_zero()}, {"a": {"w": "t"}})
     with pytest.raises(ValueError, match="pytree structure"):
         missing.init(dict(params))
