@@ -593,6 +593,7 @@ class ClipOverFrozenParams(Rule):
                 clip=describe(clip.call),
                 partition=describe(child.call) if child.call is not None else child.short,
                 frozen=frozen,
+                fix=_clip_into_branches(chain, clip, child),
                 related=[(child.call, "the frozen parameters are zeroed only here, after the clip")],
             )
             return
@@ -609,6 +610,34 @@ class ClipOverFrozenParams(Rule):
         if node.short == "selective_transform":
             return "the frozen leaves"
         return None
+
+
+def _clip_into_branches(chain: TxNode, clip: TxNode, partition: TxNode):
+    """chain(clip, multi_transform({"train": opt, "frozen": set_to_zero()}, labels))
+    -> chain(multi_transform({"train": chain(clip, opt), "frozen": set_to_zero()}, labels)):
+    every branch that trains gets the clip, over its own leaves only."""
+    if partition.short not in ("multi_transform", "partition") or partition.args is None or partition.args.has_star:
+        return None
+    slot = clip.slot
+    if not isinstance(slot, cst.Arg) or slot.star or clip.slot_owner is not chain.call or chain.call is None:
+        return None
+    transforms = partition.args.expr("transforms")
+    elements = transforms.elements if isinstance(transforms, cst.Dict) else ()
+    if not elements or any(not isinstance(e, cst.DictElement) for e in elements) or len(elements) != len(partition.children):
+        return None
+    chain_func = chain.call.func
+    if chain.short != "chain":
+        return None
+    new_elements = []
+    for element, child in zip(elements, partition.children):
+        if _zeroes(child):
+            new_elements.append(element)
+            continue
+        wrapped = cst.Call(func=chain_func, args=[cst.Arg(clip.call, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(element.value)])
+        new_elements.append(element.with_changes(value=wrapped))
+    new_dict = transforms.with_changes(elements=new_elements)
+    new_chain = fixes.remove_arg(chain.call, slot).deep_replace(transforms, new_dict)
+    return fixes.replace(chain.call, new_chain)
 
 
 # -- OPX113 ---------------------------------------------------------------------
