@@ -486,6 +486,15 @@ class MaskSite:
                 self._compiled = exc
         return self._compiled if isinstance(self._compiled, MaskFunction) else None
 
+    def role(self) -> str:
+        """decay (True = decayed), no_decay (True = the zero-decay optimizer of a
+        masked pair), labels, or mask."""
+        if self.kind == "mask" and self.owner.children:
+            inner = self.owner.children[0]
+            if inner.kind == "alias" and decay_mask_param(inner) is not None and inner.args is not None and decays(inner) is False:
+                return "no_decay"
+        return self.kind
+
     def why_not(self) -> str:
         return self._compiled.reason if isinstance(self._compiled, NotInterpretable) else ""
 

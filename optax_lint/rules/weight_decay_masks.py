@@ -34,16 +34,6 @@ def _code(node: cst.CSTNode) -> str:
 # -- what the params can look like --------------------------------------------
 
 
-def _site_kind(site: MaskSite) -> str:
-    """decay (True = decayed), no_decay (True = the zero-decay optimizer), labels, mask."""
-    if site.kind == "mask" and site.owner.children:
-        inner = site.owner.children[0]
-        param = decay_mask_param(inner) if inner.kind == "alias" else None
-        if param is not None and inner.args is not None and decays(inner) is False:
-            return "no_decay"
-    return site.kind
-
-
 def candidate_leaves(facts, fn: MaskFunction) -> tuple[list[ParamLeaf], bool]:
     """The leaves the mask may see, and whether they are exactly the model's.
 
@@ -340,7 +330,7 @@ class DecayMaskNeverMatches(Rule):
             fn = site.function(facts)
             if fn is None or not fn.uses_path:
                 continue
-            kind = _site_kind(site)
+            kind = site.role()
             for atom, node, label, why in never_matching_atoms(facts, fn):
                 if (id(node), label) in seen:
                     continue
@@ -393,7 +383,7 @@ class NdimMaskWithScannedLayers(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sites = [s for s in mask_sites(facts) if _site_kind(s) in ("decay", "no_decay")]
+        sites = [s for s in mask_sites(facts) if s.role() in ("decay", "no_decay")]
         if not sites:
             return
         stacks: Optional[list] = None
@@ -401,7 +391,7 @@ class NdimMaskWithScannedLayers(Rule):
             fn = site.function(facts)
             if fn is None or fn.uses_path or not fn.uses_leaf:
                 continue
-            kind = _site_kind(site)
+            kind = site.role()
             try:
                 flat = fn.value(("LayerNorm_0", "scale"), (8,))
                 stacked = fn.value(("ScanBlock_0", "LayerNorm_0", "scale"), (4, 8))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..extract import mask_expr as mx
-from ..extract.masks import MaskSite, mask_sites
+from ..extract.masks import mask_sites
 from ..extract.param_tree import model_tree, stacked_layers, synthetic_tree
 from ..positions import Positions
 from .report import PipelineReport
@@ -37,17 +37,11 @@ def _params_tree(facts):
     return synthetic_tree(scanned=bool(stacked_layers(facts)))
 
 
-def _site_kind(site: MaskSite) -> str:
-    from ..rules.weight_decay_masks import _site_kind as kind
-
-    return kind(site)
-
-
 def mask_reports(facts, worker) -> list[PipelineReport]:
     positions = Positions(facts.module)
     reports = []
     for site in mask_sites(facts):
-        kind = _site_kind(site)
+        kind = site.role()
         if kind not in ("decay", "no_decay"):
             continue
         name = f"{site.pipeline.name or site.owner.short}: decay mask"
