@@ -45,8 +45,11 @@ def candidate_leaves(facts, fn: MaskFunction) -> tuple[list[ParamLeaf], bool]:
         return tree.leaves, True
     found = frameworks(facts)
     leaf_names = set(LEAF_NAMES["haiku"] if "haiku" in found and "flax" not in found else LEAF_NAMES["flax"])
-    if "torch" in found or not found & {"flax", "haiku"}:
-        leaf_names |= PYTORCH_LEAVES  # the params may be PyTorch-named after all
+    if "torch" in found or "transformers" in found or not found & {"flax", "haiku"} or _own_pytorch_names(facts):
+        # The params may use these names after all: a PyTorch checkpoint, transformers'
+        # flax models (FlaxT5's layer norms hold a 'weight'), or modules that call
+        # self.param("weight", ...) in this file or a project module it imports.
+        leaf_names |= PYTORCH_LEAVES
     modules = list(_DEFAULT_MODULES)
     prefixes = []
     for literal in mx.string_literals(fn.pred):
@@ -69,6 +72,27 @@ def candidate_leaves(facts, fn: MaskFunction) -> tuple[list[ParamLeaf], bool]:
     if tree is not None:
         leaves.extend(tree.leaves)
     return leaves, False
+
+
+_DECLARES_PYTORCH_NAME = re.compile(
+    r"""(?:param|get_parameter)\(\s*['"](?:weight|gamma|beta|running_mean|running_var)['"]"""
+    r"|self\.(?:weight|gamma|beta)\s*=\s*(?:nnx\.)?Param\("
+)
+
+
+def _own_pytorch_names(facts) -> bool:
+    """Whether this file, or a project module it imports, declares a parameter with a
+    PyTorch-style name (`self.param("weight", ...)`, `self.weight = nnx.Param(...)`)."""
+
+    def compute(facts) -> bool:
+        from ..extract.project_config import project_of
+
+        texts = [facts.text or ""]
+        project = project_of(facts)
+        texts += [project.text_of(path) or "" for path in project.imported_paths()]
+        return any(_DECLARES_PYTORCH_NAME.search(text) for text in texts)
+
+    return facts.memo("pytorch_leaf_names", compute)
 
 
 def _role(name: str) -> str:
@@ -153,7 +177,7 @@ def _why_never(facts, fn: MaskFunction, atom: list, exact: bool) -> str:
         dotted = next(s for s in literals if "." in s or "/" in s)
         return f"flatten_dict keys and path_aware_map paths are tuples of names such as ('LayerNorm_0', 'scale'); the joined name {dotted!r} is never one of them"
     pytorch = sorted({p for s in literals for p in re.split(r"[./]", s) if p in PYTORCH_LEAVES})
-    if pytorch and "torch" not in frameworks(facts):
+    if pytorch and not _own_pytorch_names(facts):
         return f"{pytorch[0]!r} is PyTorch's name: flax calls a LayerNorm's parameters 'scale' and 'bias' and a Dense layer's 'kernel' and 'bias'"
     if exact:
         tree = model_tree(facts)
