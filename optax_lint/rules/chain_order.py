@@ -13,6 +13,7 @@ from ..extract.optimizer_use import used_as_optimizer
 from ..extract.pipelines import Pipeline, Step, TxNode
 from ..extract.values import Unknown
 from .base import Context, Rule, describe, register
+from .weight_decay_masks import negative_alias_lr
 
 
 def _first_lr_step(sequence: list[Step]) -> Optional[int]:
@@ -203,6 +204,8 @@ class ChainNeverDescends(Rule):
                 signs = [step.negates() for step in sequence]
                 if not sequence or any(s is None for s in signs) or any(step.maybe for step in sequence):
                     continue
+                if any(negative_alias_lr(step) for step in sequence):
+                    continue  # an alias given a negative rate: OPX113 names the cause
                 if not any(_moves_params(step) for step in sequence) or any(_zeroes(step) for step in sequence):
                     continue  # a lone clip handed to user code, or a frozen branch: nothing climbs
                 flips = sum(1 for s in signs if s)

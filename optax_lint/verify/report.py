@@ -178,6 +178,10 @@ def verify_module(facts: ModuleFacts, worker, *, only: Optional[set] = None) -> 
         report.results = response.get("results", [])
         report.schedules = response.get("schedules", {})
         reports.append(report)
+    if only is None:
+        from .masks import mask_reports
+
+        reports.extend(mask_reports(facts, worker))
     return reports
 
 

@@ -285,6 +285,10 @@ def handle(interp: Interpreter, request: dict) -> dict:
         return {"ok": True}
     if op == "schedule":
         return {"samples": sample_schedule(interp, request["spec"], request["steps"])}
+    if op == "mask":  # which leaves a weight-decay mask decays (verify/masks.py)
+        from .masks import measure_mask
+
+        return measure_mask(request)
     if op == "verify":
         try:
             tx = interp.value(request["spec"])

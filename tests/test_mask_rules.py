@@ -1,0 +1,157 @@
+"""Weight-decay mask extraction and rules beyond the fixtures: what the compiler
+reads and refuses, the project-level scan check, the fix that adds `decay_mask` once,
+and the lint path staying free of jax."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from optax_lint import engine
+from optax_lint.extract import mask_expr as mx
+from optax_lint.extract.facts import ModuleFacts
+from optax_lint.extract.masks import mask_sites
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _facts(text: str) -> ModuleFacts:
+    text = textwrap.dedent(text)
+    return ModuleFacts(cst.parse_module(text), "train.py", text=text)
+
+
+def _codes(text: str, codes: set[str], path: str = "train.py", root=None) -> list[tuple[int, str]]:
+    run = engine.lint_text(textwrap.dedent(text), path, codes, root=root)
+    assert run.internal_errors == 0
+    return [(f.span.line, f.code) for f in run.findings]
+
+
+def _only_site(text: str):
+    facts = _facts(text)
+    (site,) = mask_sites(facts)
+    return facts, site
+
+
+def test_helper_closures_are_inlined() -> None:
+    facts, site = _only_site(
+        """
+        import optax
+        from flax import traverse_util
+        decay_path = lambda p: not any(x in p for x in ["bias", "LayerNorm.weight"])
+        def traverse(fn):
+            def mask(data):
+                flat = traverse_util.flatten_dict(data)
+                return traverse_util.unflatten_dict({k: fn(k, v) for k, v in flat.items()})
+            return mask
+        tx = optax.masked(optax.adamw(1e-3, weight_decay=0.1), mask=traverse(lambda path, _: decay_path(path)))
+        """
+    )
+    fn = site.function(facts)
+    assert fn is not None and fn.path_kind == mx.NAMES and fn.is_callable
+    assert fn.value(("Dense_0", "kernel"), (8, 8)) is True
+    assert fn.value(("Dense_0", "bias"), (8,)) is False
+
+
+@pytest.mark.parametrize(
+    "mask, reason",
+    [
+        ("make_mask(config)", "call to mylib.make_mask"),
+        ("lambda p: jax.tree.map(lambda x: x.ndim > cfg.min_ndim, p)", "'cfg'"),
+        ("lambda p: jax.tree.map(lambda x, y: x.ndim > 1, p, p)", "over several trees"),
+        ("lambda p: traverse_util.path_aware_map(lambda path, _: re.match('bias', path[-1]), p)", "call to re.match"),
+    ],
+)
+def test_masks_outside_the_language_are_not_interpretable(mask: str, reason: str) -> None:
+    facts, site = _only_site(
+        f"""
+        import re
+        import jax
+        import optax
+        from flax import traverse_util
+        from mylib import make_mask
+        tx = optax.adamw(1e-3, weight_decay=0.1, mask={mask})
+        """
+    )
+    assert site.function(facts) is None
+    assert reason in site.why_not()
+
+
+def test_evaluator_refuses_what_python_would_raise_on() -> None:
+    env = {"path": ("a", "bias"), "leaf": mx.Leaf((8,))}
+    with pytest.raises(mx.EvalError):
+        mx.evaluate(["method", ["path"], "endswith", [["const", "bias"]]], env)  # tuple.endswith
+    with pytest.raises(mx.EvalError):
+        mx.evaluate(["attr", ["path"], "__class__"], env)
+    assert mx.evaluate(["cmp", "in", ["const", "bias"], ["path"]], env) is True
+
+
+def test_model_in_an_imported_project_module_counts_for_scanned_layers(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(textwrap.dedent(
+        """
+        import flax.linen as nn
+
+        class Block(nn.Module):
+            @nn.compact
+            def __call__(self, x, _):
+                return x + nn.Dense(x.shape[-1])(nn.LayerNorm()(x)), None
+
+        Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=12)
+        """
+    ))
+    train = """
+        import jax
+        import optax
+        from models import Stack
+        tx = optax.adamw(6e-4, weight_decay=0.1, mask=lambda p: jax.tree.map(lambda x: x.ndim > 1, p))
+        """
+    (tmp_path / "train.py").write_text(textwrap.dedent(train))  # project reads start from a file on disk
+    assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == [(5, "OPX110")]
+    (tmp_path / "models.py").write_text("import flax.linen as nn\n")
+    from optax_lint.extract.project_config import clear_cache
+
+    clear_cache()
+    assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == []
+
+
+def test_decay_mask_function_is_added_once_for_two_optimizers() -> None:
+    text = textwrap.dedent(
+        """\
+        # optax-lint: context arch=transformer
+        import optax
+        from flax import traverse_util
+
+        encoder_tx = optax.adamw(1e-4, weight_decay=0.1)
+        decoder_tx = optax.adamw(3e-4, weight_decay=0.1)
+        """
+    )
+    fixed = engine.fix_text(text, "train.py", {"OPX108"}, unsafe=True)
+    out = fixed.text
+    assert out.count("def decay_mask(params):") == 1
+    assert out.count("mask=decay_mask") == 2
+    assert "from flax import traverse_util\n" in out and out.count("import traverse_util") == 1
+    assert _codes(out, {"OPX108"}) == []
+
+
+def test_opx104_leaves_a_negative_alias_rate_to_opx113() -> None:
+    text = """
+        import optax
+        schedule = optax.cosine_decay_schedule(-1e-3, 1000)
+        tx = optax.adam(schedule)
+        """
+    assert _codes(text, {"OPX104", "OPX113"}) == [(4, "OPX113")]
+
+
+def test_lint_path_imports_no_jax() -> None:
+    fixture = ROOT / "fixtures" / "OPX109" / "bad_hf_glue_multi_optimizer.py"
+    code = (
+        "import sys; from optax_lint import engine; "
+        f"engine.lint_text(open({str(fixture)!r}).read(), 'x.py', {{'OPX108','OPX109','OPX110','OPX111','OPX112','OPX113'}}); "
+        "print(sorted(m for m in ('jax', 'optax', 'flax') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
