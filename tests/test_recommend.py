@@ -334,8 +334,41 @@ def test_from_script_flags_override_and_missing_values_name_the_flag(tmp_path: P
     data = json.loads(result.output)
     assert data["request"]["steps"] == 5000 and data["request"]["sources"]["steps"] == "--steps"
     assert data["request"]["sources"]["params"].startswith("declared in")
-    assert any(line.startswith("+") for line in data["comparison"])
+    (compared,) = data["comparison"]
+    assert compared["script"]["chain"] == ["adamw(learning_rate=<schedule>, weight_decay=1e-4 (default))"]
+    assert compared["recommended"]["chain"][0] == "clip_by_global_norm(max_norm=1.0)"
+    assert compared["script"]["schedule"]["warmup"] == "500"
     bare = tmp_path / "bare.py"
     bare.write_text("import optax\ntx = optax.adam(1e-3)\n")
     result = CliRunner().invoke(main, ["recommend", "--from", str(bare), "--arch", "mlp"])
     assert result.exit_code == 2 and "--params is required" in result.output and "bare.py" in result.output
+
+
+def test_from_script_fine_tune_flag_contradicting_a_from_scratch_script_names_the_flag(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("    opt_state = tx.init(params)", "    params = Block().init(jax.random.PRNGKey(0), None)\n    opt_state = tx.init(params)"))
+    result = CliRunner().invoke(main, ["recommend", "--from", str(script), "--fine-tune"])
+    assert result.exit_code == 2 and "--fine-tune contradicts" in result.output and "train.py" in result.output
+
+
+def test_recommend_without_verify_never_imports_jax() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom optax_lint.cli import main\n"
+            "r = CliRunner().invoke(main, ['recommend', '--arch', 'cnn', '--params', '1e7', '--steps', '50000', '--batch', '64',"
+            " '--devices', '2', '--output-format', 'python'])\n"
+            "assert r.exit_code == 0, r.output\nprint(sorted(m for m in ('jax', 'optax', 'flax', 'orbax') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_decay_values_account_for_where_each_optimizer_applies_them() -> None:
+    # adafactor adds weight_decay_rate after the LR step (0.1 would shrink weights 10% a step): lr x wd.
+    ada = recommendation(arch="mlp", params=1e6, steps=50_000, batch=64, sparse_gradients=True, issues=("overfitting",))
+    assert ada.optimizer == "adafactor" and ada.weight_decay == pytest.approx(1e-4)
+    assert "weight_decay_rate=WEIGHT_DECAY" in codegen.configuration(ada)
+    # Coupled L2 before sgd is multiplied by SGD's large LR: the bottom of the range.
+    sgd = recommendation(arch="cnn", params=1e6, steps=50_000, batch=64, memory_constrained=True, issues=("overfitting",))
+    assert sgd.weight_decay == 0.01 and sgd.decay_in_chain

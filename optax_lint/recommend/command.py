@@ -72,7 +72,8 @@ def build_request(opts: Options, settings=None):
     return validate(request_from_facts(facts, given, str(opts.from_path))), facts
 
 
-def from_comparison(rec: Recommendation, facts, path: str) -> list[str]:
+def from_comparison(rec: Recommendation, facts, path: str) -> tuple[list[str], list[dict]]:
+    """(text lines, JSON data): each optimizer of the script against the recommendation."""
     from ..positions import Positions
     from .compare import comparison, full_optimizers, module_facts, side
 
@@ -80,13 +81,15 @@ def from_comparison(rec: Recommendation, facts, path: str) -> list[str]:
     recommended = side(generated, full_optimizers(generated)[0], "recommended")
     pipelines = full_optimizers(facts)
     if not pipelines:
-        return comparison(None, recommended, path)
-    out = []
+        return comparison(None, recommended, path), [{"script": None, "recommended": recommended.to_dict()}]
+    lines: list[str] = []
+    data = []
     positions = Positions(facts.module)
     for pipeline in pipelines:
-        where = f"{path}:{positions.span(pipeline.call).line}"
-        out += comparison(side(facts, pipeline, where), recommended, path) + [""]
-    return out[:-1]
+        script = side(facts, pipeline, f"{path}:{positions.span(pipeline.call).line}")
+        lines += comparison(script, recommended, path) + [""]
+        data.append({"script": script.to_dict(), "recommended": recommended.to_dict()})
+    return lines[:-1], data
 
 
 def run(opts: Options, settings=None) -> tuple[str, int]:
@@ -100,7 +103,7 @@ def run(opts: Options, settings=None) -> tuple[str, int]:
 
         with Worker() as worker:
             verification = verify(rec, worker)
-    compared = from_comparison(rec, facts, str(opts.from_path)) if facts is not None else None
+    compared, compared_data = from_comparison(rec, facts, str(opts.from_path)) if facts is not None else (None, None)
     failed = verification is not None and not verification.ok
     if opts.output_format == "python":
         text = codegen.module(rec)
@@ -113,7 +116,7 @@ def run(opts: Options, settings=None) -> tuple[str, int]:
         if verification is not None:
             extra["verification"] = verification.to_dict()
         if compared is not None:
-            extra["comparison"] = compared
+            extra["comparison"] = compared_data
         return render.json_text(rec, extra), 1 if failed else 0
     text = render.text(rec, verification.lines() if verification is not None else None)
     if compared is not None:

@@ -50,6 +50,14 @@ def request_from_facts(facts: ModuleFacts, given: dict, path: str) -> Request:
         devices = values.get("devices", 1)
         values["batch"] = max(1, global_batch.value // devices)
         sources["batch"] = f"{global_batch.cite()} / {devices} devices"
+    inferred = ctx.get("fine_tune")
+    if inferred is not None and given.get("fine_tune") and inferred.value is False:
+        raise RequestError(f"--fine-tune contradicts {path}: it trains from scratch ({inferred.detail or 'nothing restored'}, "
+                           f"{inferred.cite()}); drop --fine-tune, or declare `# optax-lint: context fine_tune=true` if it does load weights")
+    if inferred is not None and given.get("from_scratch") and inferred.value is True:
+        raise RequestError(f"--from-scratch contradicts {path}: it fine-tunes pretrained weights ({inferred.cite()})")
+    if given.get("from_scratch"):
+        values["fine_tune"] = False
     for name, value in given.items():
         if value is not None and value != () and value is not False:
             values[name] = value
@@ -71,6 +79,9 @@ class Side:
     where: str
     elements: list[str]
     schedule: dict
+
+    def to_dict(self) -> dict:
+        return {"where": self.where, "chain": self.elements, "schedule": self.schedule}
 
 
 def _value_text(node: TxNode, name: str, facts: ModuleFacts) -> str:

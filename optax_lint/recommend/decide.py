@@ -160,6 +160,9 @@ def decide(request: Request) -> Recommendation:
         elif "decay_param" not in t["optimizers"][optimizer]:
             decay_in_chain = True
             decay_why.append(f"add_decayed_weights before {optimizer} (plain L2: {optimizer} has no decay of its own)")
+            if decay > wd_table["coupled_max"]:
+                decay = wd_table["coupled_max"]
+                decay_why.append(f"{_n(decay)}: coupled L2 shrinks weights by lr x wd per step, and {optimizer}'s LR is large")
         else:
             decay_why.append(f"decoupled, {optimizer}'s own {t['optimizers'][optimizer]['decay_param']}")
         trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"], f"weight_decay={_n(decay)}", "; ".join(decay_why)))
@@ -222,6 +225,13 @@ def decide(request: Request) -> Recommendation:
             w_text = f"; warmup {warmup_base:,} x {devices} = {scaled:,}" + (f", capped at {warmup:,} (the top of the warmup range)" if warmup < scaled else "")
         trace.append(Decision("multi-device", "pmap-based training", f"{devices} devices",
                               f"effective batch {request.batch:,} x {devices} = {effective:,}; {lr_text}{w_text}; gradients averaged with lax.pmean"))
+
+    if decay is not None and t["optimizers"][optimizer].get("decay_scaled_by_lr") is False:
+        rate = float(f"{decay * peak:.3g}")
+        trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"], f"weight_decay_rate={_n(rate)}",
+                              f"{optimizer} adds its decay after the learning-rate step, so {_n(decay)} would shrink every weight by "
+                              f"{decay:.0%} per step: {_n(decay)} x the peak LR {_n(peak)} = {_n(rate)}, adamw's per-step shrink"))
+        decay = rate
 
     # Step 3: gradient processing.
     clip = t["clipping"]["arch"][arch]
