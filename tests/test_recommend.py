@@ -316,7 +316,7 @@ def test_from_script_takes_the_context_and_compares_the_chain(tmp_path: Path) ->
     result = cli(["--from", str(script)])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "transformer, 1.3B parameters, 50,000 steps" in out  # arch inferred, params declared, steps from the loop
+    assert "a Transformer, 1.3B parameters, 50,000 steps" in out  # arch inferred, params declared, steps from the loop
     assert f"Comparison with {script}:17" in out
     assert "-adamw(learning_rate=<schedule>, weight_decay=1e-4 (default))" in out
     assert "+clip_by_global_norm(max_norm=1.0)" in out

@@ -54,6 +54,12 @@ def expected(rec: Recommendation) -> dict:
     if rec.multi_device and rec.lr_cap is None and req.devices >= 8:
         risks.append(f"linear scaling to {_n(rec.peak_lr)} with {req.devices} devices is aggressive for adaptive optimizers: "
                      "if the loss spikes after the warmup, scale by sqrt(devices) instead")
+    if rec.weight_decay is not None and not rec.decay_in_chain:
+        param = rec.optimizer_info["decay_param"]
+        mask = "weight_decay_mask" if param == "weight_decay_rate" else "mask"
+        risks.append(f"the decay also shrinks biases and normalization scales; to decay only matrices pass "
+                     f"{mask}=lambda p: jax.tree.map(lambda x: x.ndim > 1, p) and add '{mask}' to inject_hyperparams' "
+                     "static_args (a callable that is not static is taken for a schedule)")
     if rec.schedule_kind == "constant":
         risks.append("no decay: the final loss stays at the noise level of the constant LR")
     epochs = None

@@ -24,12 +24,16 @@ def _wrap(text: str, indent: str = "  ", hang: str = "    ") -> list[str]:
     return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=hang, break_on_hyphens=False) or [indent]
 
 
+ARCH_NAMES = {"transformer": "Transformer", "cnn": "CNN", "mlp": "MLP", "rnn": "RNN"}
+
+
 def summary_line(rec: Recommendation) -> str:
     req = rec.request
     batch = f"batch {req.batch:,}" + (f" per device x {req.devices} devices" if rec.multi_device else "")
     extras = [e for e, on in (("fine-tuning", req.fine_tune), ("memory-constrained", req.memory_constrained),
                               ("sparse gradients", req.sparse_gradients)) if on] + [f"issue: {i}" for i in req.issues]
-    return f"{req.arch}, {count_text(req.params)} parameters, {req.steps:,} steps, {batch}" + (f" ({', '.join(extras)})" if extras else "")
+    arch = ARCH_NAMES[req.arch]
+    return f"{'an' if arch[0] in 'AEIMRU' else 'a'} {arch}, {count_text(req.params)} parameters, {req.steps:,} steps, {batch}" + (f" ({', '.join(extras)})" if extras else "")
 
 
 def schedule_rows(rec: Recommendation) -> list[tuple[int, float, str]]:
@@ -67,7 +71,7 @@ def schedule_text(rec: Recommendation) -> list[str]:
 
 
 def text(rec: Recommendation, verification: Optional[list[str]] = None) -> str:
-    out = [f"Recommendation for a {summary_line(rec)}"]
+    out = [f"Recommendation for {summary_line(rec)}"]
     out += _heading("Decision trace")
     for d in rec.trace:
         out += _wrap(f"{d.table}: row \"{d.row}\" -> {d.choice}. Why: {d.why}.")
