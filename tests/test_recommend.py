@@ -372,3 +372,17 @@ def test_decay_values_account_for_where_each_optimizer_applies_them() -> None:
     # Coupled L2 before sgd is multiplied by SGD's large LR: the bottom of the range.
     sgd = recommendation(arch="cnn", params=1e6, steps=50_000, batch=64, memory_constrained=True, issues=("overfitting",))
     assert sgd.weight_decay == 0.01 and sgd.decay_in_chain
+
+
+def test_dataset_size_gives_epochs_and_an_overfitting_risk() -> None:
+    rec = recommendation(arch="cnn", params=1e7, steps=50_000, batch=256, dataset_size=50_000)
+    expected = advice.expected(rec)
+    assert expected["epochs"] == pytest.approx(256.0)
+    assert any("256.0 epochs" in risk and "--issue overfitting" in risk for risk in expected["risks"])
+    assert not any("epochs" in r for r in advice.expected(recommendation(arch="cnn", params=1e7, steps=50_000, batch=256, dataset_size=50_000, issues=("overfitting",)))["risks"])
+
+
+def test_slow_convergence_is_traced_and_monitored() -> None:
+    rec = recommendation(arch="mlp", params=1e6, steps=50_000, batch=64, memory_constrained=True, issues=("slow-convergence",))
+    assert any(d.row == "Slow convergence" and "--memory-constrained" in d.why for d in rec.trace)
+    assert any("first 5% of steps" in what for what, _ in advice.monitoring(rec))

@@ -8,23 +8,24 @@ numbers it was computed for; tests lint every generated module and run some.
 
 from __future__ import annotations
 
+import textwrap
+
 from .decide import Recommendation
-from .fmt import py_number
+from .fmt import arch_phrase, count_text, py_number
 
 _WHY = {
     "clip": "element-wise clip of each gradient value (the protocol's fix for gradient noise)",
-    "clip_by_global_norm": "clip the gradient before the optimizer sees it: one bad batch cannot throw training off",
+    "clip_by_global_norm": "clip the gradients first: one bad batch cannot derail training",
     "add_decayed_weights": "L2 regularisation before the optimizer (it has no decay of its own)",
 }
 
 
 def context_pragma(rec: Recommendation) -> str:
     req = rec.request
-    fields = [f"arch={req.arch}", f"params={req.params:_}", f"steps={req.steps:_}"]
-    if rec.multi_device:
-        fields += [f"batch_per_device={req.batch:_}", f"devices={req.devices}"]
-    fields += [f"batch_global={req.effective_batch:_}", f"fine_tune={'true' if req.fine_tune else 'false'}"]
-    return "# optax-lint: context " + " ".join(fields)
+    first = [f"arch={req.arch}", f"params={req.params:_}", f"steps={req.steps:_}", f"fine_tune={'true' if req.fine_tune else 'false'}"]
+    second = [f"batch_per_device={req.batch:_}", f"devices={req.devices}"] if rec.multi_device else []
+    second.append(f"batch_global={req.effective_batch:_}")
+    return "# optax-lint: context " + " ".join(first) + "\n# optax-lint: context " + " ".join(second)
 
 
 def _constants(rec: Recommendation) -> list[str]:
@@ -44,7 +45,7 @@ def _constants(rec: Recommendation) -> list[str]:
             lines.append(f"PEAK_LEARNING_RATE = {scaled}  # linear scaling rule: {py_number(rec.peak_lr)}")
         if rec.warmup_base:
             if rec.warmup_cap is not None:
-                lines.append(f"WARMUP_STEPS = min({py_number(rec.warmup_base)} * NUM_DEVICES, {py_number(rec.warmup_cap)})  # scaled with the devices, at most the range's top: {py_number(rec.warmup)}")
+                lines.append(f"WARMUP_STEPS = min({py_number(rec.warmup_base)} * NUM_DEVICES, {py_number(rec.warmup_cap)})  # scaled, at most the range's top: {py_number(rec.warmup)}")
             else:
                 lines.append(f"WARMUP_STEPS = {py_number(rec.warmup_base)} * NUM_DEVICES  # {py_number(rec.warmup)}")
     else:
@@ -61,7 +62,7 @@ def _constants(rec: Recommendation) -> list[str]:
 
 def _schedule(rec: Recommendation) -> list[str]:
     kind = rec.schedule_kind
-    ramp = "optax.linear_schedule(init_value=0.0, end_value=PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS)"
+    ramp = "optax.linear_schedule(0.0, PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS)"
     if kind == "constant":
         return ["schedule = optax.constant_schedule(PEAK_LEARNING_RATE)"]
     if kind == "warmup_cosine":
@@ -75,7 +76,7 @@ def _schedule(rec: Recommendation) -> list[str]:
             ")",
         ]
     second = ("optax.constant_schedule(PEAK_LEARNING_RATE)" if kind == "warmup_constant" else
-              f"optax.linear_schedule(init_value=PEAK_LEARNING_RATE, end_value={py_number(rec.end_value)}, transition_steps=TOTAL_STEPS - WARMUP_STEPS)")
+              f"optax.linear_schedule(PEAK_LEARNING_RATE, {py_number(rec.end_value)}, transition_steps=TOTAL_STEPS - WARMUP_STEPS)")
     return [
         "schedule = optax.join_schedules(",
         "    schedules=[",
@@ -95,20 +96,31 @@ def _optimizer_call(rec: Recommendation) -> str:
     if rec.weight_decay is not None and not rec.decay_in_chain:
         kwargs.append(f"{info['decay_param']}=WEIGHT_DECAY")
     static = info.get("static_args")
-    inject = "optax.inject_hyperparams(" + info["code"] + (f", static_args={tuple(static)!r}" if static else "") + ")"
+    inject = "optax.inject_hyperparams(" + info["code"] + (", static_args=(" + ", ".join('"' + a + '"' for a in static) + ",)" if static else "") + ")"
     return f"{inject}({', '.join(kwargs)})"
+
+
+def _comment(text: str) -> list[str]:
+    return textwrap.wrap(text, width=92, initial_indent="    # ", subsequent_indent="    # ", break_on_hyphens=False)
 
 
 def _chain(rec: Recommendation) -> list[str]:
     lines = ["optimizer = optax.chain("]
     for name in rec.chain_names[:-1]:
+        lines += _comment(_WHY[name])
         if name == "clip":
-            lines += [f"    # {_WHY[name]}", f"    optax.clip({py_number(rec.clip_delta)}),"]
+            lines.append(f"    optax.clip({py_number(rec.clip_delta)}),")
         elif name == "clip_by_global_norm":
-            lines += [f"    # {_WHY[name]}", f"    optax.clip_by_global_norm({py_number(rec.clip_norm)}),"]
+            lines.append(f"    optax.clip_by_global_norm({py_number(rec.clip_norm)}),")
         else:
-            lines += [f"    # {_WHY[name]}", "    optax.add_decayed_weights(WEIGHT_DECAY),"]
-    lines += [f"    # {rec.row['scenario']}: {rec.row['why']}", f"    {_optimizer_call(rec)},"]
+            lines.append("    optax.add_decayed_weights(WEIGHT_DECAY),")
+    lines += _comment(f"{rec.row['scenario']}: {rec.row['why']}")
+    call = _optimizer_call(rec)
+    if len(call) > 90:
+        head, _, args = call.rpartition(")(")
+        lines += [f"    {head})("] + [f"        {a}," for a in args[:-1].split(", ")] + ["    ),"]
+    else:
+        lines.append(f"    {call},")
     lines.append(")")
     return lines
 
@@ -184,7 +196,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built state (optax NamedTuples, not dicts)."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return restored["params"], restored["opt_state"]
 '''
@@ -203,7 +216,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built (unreplicated) state, then replicate."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return jax_utils.replicate(restored["params"]), jax_utils.replicate(restored["opt_state"])
 '''
@@ -218,7 +232,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (min(BATCH_SIZE, 32),))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss):.4f} lr {float(current_learning_rate(opt_state)):.3g}")
+        lr = float(current_learning_rate(opt_state))
+        print(f"step {step}: loss {float(loss):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":
@@ -241,7 +256,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (devices, min(PER_DEVICE_BATCH, 32)))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss[0]):.4f} lr {float(current_learning_rate(opt_state)[0]):.3g}")
+        lr = float(current_learning_rate(opt_state)[0])
+        print(f"step {step}: loss {float(loss[0]):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":
@@ -266,12 +282,14 @@ def command_line(rec: Recommendation) -> str:
 def module(rec: Recommendation) -> str:
     """A runnable module: `python this.py [steps]` runs a smoke test on a toy model."""
     req = rec.request
-    title = f"{req.arch}, {req.params:,} parameters, {req.steps:,} steps, batch {req.batch:,}" + (f" x {req.devices} devices" if rec.multi_device else "")
+    title = f"{arch_phrase(req.arch)}, {count_text(req.params)} parameters, {req.steps:,} steps"
+    command = textwrap.wrap(command_line(rec) + " --output-format python", width=84, break_on_hyphens=False, break_long_words=False)
     header = [
-        f'"""Optimizer configuration for a {title}.',
+        '"""Optimizer configuration for ' + title + ".",
         "",
         "Written by:",
-        f"    {command_line(rec)} --output-format python",
+        *("    " + line + (" \\" if i < len(command) - 1 else "") for i, line in enumerate(command)),
+        "",
         "Import `optimizer`, `schedule` and `current_learning_rate` into your training",
         "script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]",
         '"""',

@@ -23,3 +23,12 @@ def count_text(value) -> str:
         if value >= size:
             return f"{value / size:.3g}{suffix}"
     return str(value)
+
+
+ARCH_NAMES = {"transformer": "Transformer", "cnn": "CNN", "mlp": "MLP", "rnn": "RNN"}
+
+
+def arch_phrase(arch: str) -> str:
+    """'a Transformer', 'an MLP'."""
+    name = ARCH_NAMES.get(arch, arch)
+    return f"{'an' if name[0] in 'AEIMRU' else 'a'} {name}"

@@ -9,7 +9,7 @@ from typing import Optional
 from ..catalogue import PROTOCOL_DOC
 from . import advice, codegen
 from .decide import Recommendation
-from .fmt import count_text, py_number as _n
+from .fmt import arch_phrase, count_text, py_number as _n
 
 
 def _heading(title: str) -> list[str]:
@@ -24,16 +24,12 @@ def _wrap(text: str, indent: str = "  ", hang: str = "    ") -> list[str]:
     return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=hang, break_on_hyphens=False) or [indent]
 
 
-ARCH_NAMES = {"transformer": "Transformer", "cnn": "CNN", "mlp": "MLP", "rnn": "RNN"}
-
-
 def summary_line(rec: Recommendation) -> str:
     req = rec.request
     batch = f"batch {req.batch:,}" + (f" per device x {req.devices} devices" if rec.multi_device else "")
     extras = [e for e, on in (("fine-tuning", req.fine_tune), ("memory-constrained", req.memory_constrained),
                               ("sparse gradients", req.sparse_gradients)) if on] + [f"issue: {i}" for i in req.issues]
-    arch = ARCH_NAMES[req.arch]
-    return f"{'an' if arch[0] in 'AEIMRU' else 'a'} {arch}, {count_text(req.params)} parameters, {req.steps:,} steps, {batch}" + (f" ({', '.join(extras)})" if extras else "")
+    return f"{arch_phrase(req.arch)}, {count_text(req.params)} parameters, {req.steps:,} steps, {batch}" + (f" ({', '.join(extras)})" if extras else "")
 
 
 def schedule_rows(rec: Recommendation) -> list[tuple[int, float, str]]:

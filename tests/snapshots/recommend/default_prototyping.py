@@ -1,11 +1,14 @@
-"""Optimizer configuration for a mlp, 1,000,000 parameters, 5,000 steps, batch 128.
+"""Optimizer configuration for an MLP, 1M parameters, 5,000 steps.
 
 Written by:
-    optax-lint recommend --arch mlp --params 1000000 --steps 5000 --batch 128 --output-format python
+    optax-lint recommend --arch mlp --params 1000000 --steps 5000 --batch 128 \
+    --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=mlp params=1_000_000 steps=5_000 batch_global=128 fine_tune=false
+# optax-lint: context arch=mlp params=1_000_000 steps=5_000 fine_tune=false
+# optax-lint: context batch_global=128
 
 import sys
 
@@ -66,7 +69,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built state (optax NamedTuples, not dicts)."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return restored["params"], restored["opt_state"]
 
@@ -79,7 +83,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (min(BATCH_SIZE, 32),))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss):.4f} lr {float(current_learning_rate(opt_state)):.3g}")
+        lr = float(current_learning_rate(opt_state))
+        print(f"step {step}: loss {float(loss):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":

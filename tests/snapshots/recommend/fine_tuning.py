@@ -1,11 +1,14 @@
-"""Optimizer configuration for a transformer, 350,000,000 parameters, 20,000 steps, batch 32.
+"""Optimizer configuration for a Transformer, 350M parameters, 20,000 steps.
 
 Written by:
-    optax-lint recommend --arch transformer --params 350000000 --steps 20000 --batch 32 --fine-tune --output-format python
+    optax-lint recommend --arch transformer --params 350000000 --steps 20000 --batch 32 \
+    --fine-tune --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=transformer params=350_000_000 steps=20_000 batch_global=32 fine_tune=true
+# optax-lint: context arch=transformer params=350_000_000 steps=20_000 fine_tune=true
+# optax-lint: context batch_global=32
 
 import sys
 
@@ -21,14 +24,14 @@ WEIGHT_DECAY = 0.01
 
 schedule = optax.join_schedules(
     schedules=[
-        optax.linear_schedule(init_value=0.0, end_value=PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS),
+        optax.linear_schedule(0.0, PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS),
         optax.constant_schedule(PEAK_LEARNING_RATE),
     ],
     boundaries=[WARMUP_STEPS],
 )
 
 optimizer = optax.chain(
-    # clip the gradient before the optimizer sees it: one bad batch cannot throw training off
+    # clip the gradients first: one bad batch cannot derail training
     optax.clip_by_global_norm(1.0),
     # Fine-tuning pretrained model: a low LR preserves pretrained features
     optax.inject_hyperparams(optax.adamw)(learning_rate=schedule, weight_decay=WEIGHT_DECAY),
@@ -76,7 +79,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built state (optax NamedTuples, not dicts)."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return restored["params"], restored["opt_state"]
 
@@ -89,7 +93,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (min(BATCH_SIZE, 32),))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss):.4f} lr {float(current_learning_rate(opt_state)):.3g}")
+        lr = float(current_learning_rate(opt_state))
+        print(f"step {step}: loss {float(loss):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Optimizer configuration for a cnn, 25,000,000 parameters, 1,000 steps, batch 64 x 4 devices.
+"""Optimizer configuration for a CNN, 25M parameters, 1,000 steps.
 
 Written by:
-    optax-lint recommend --arch cnn --params 25000000 --steps 1000 --batch 64 --devices 4 --fine-tune --output-format python
+    optax-lint recommend --arch cnn --params 25000000 --steps 1000 --batch 64 --devices \
+    4 --fine-tune --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=cnn params=25_000_000 steps=1_000 batch_per_device=64 devices=4 batch_global=256 fine_tune=true
+# optax-lint: context arch=cnn params=25_000_000 steps=1_000 fine_tune=true
+# optax-lint: context batch_per_device=64 devices=4 batch_global=256
 
 import functools
 import sys
@@ -21,12 +24,12 @@ NUM_DEVICES = 4  # data-parallel (pmap) devices this configuration was computed 
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 256
 BASE_LEARNING_RATE = 1e-5  # per device (Fine-tuning pretrained model)
 PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 4e-5
-WARMUP_STEPS = min(50 * NUM_DEVICES, 50)  # scaled with the devices, at most the range's top: 50
+WARMUP_STEPS = min(50 * NUM_DEVICES, 50)  # scaled, at most the range's top: 50
 WEIGHT_DECAY = 0.01
 
 schedule = optax.join_schedules(
     schedules=[
-        optax.linear_schedule(init_value=0.0, end_value=PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS),
+        optax.linear_schedule(0.0, PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS),
         optax.constant_schedule(PEAK_LEARNING_RATE),
     ],
     boundaries=[WARMUP_STEPS],
@@ -82,7 +85,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built (unreplicated) state, then replicate."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return jax_utils.replicate(restored["params"]), jax_utils.replicate(restored["opt_state"])
 
@@ -101,7 +105,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (devices, min(PER_DEVICE_BATCH, 32)))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss[0]):.4f} lr {float(current_learning_rate(opt_state)[0]):.3g}")
+        lr = float(current_learning_rate(opt_state)[0])
+        print(f"step {step}: loss {float(loss[0]):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":

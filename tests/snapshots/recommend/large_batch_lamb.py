@@ -1,11 +1,14 @@
-"""Optimizer configuration for a transformer, 340,000,000 parameters, 50,000 steps, batch 1,024 x 16 devices.
+"""Optimizer configuration for a Transformer, 340M parameters, 50,000 steps.
 
 Written by:
-    optax-lint recommend --arch transformer --params 340000000 --steps 50000 --batch 1024 --devices 16 --output-format python
+    optax-lint recommend --arch transformer --params 340000000 --steps 50000 --batch \
+    1024 --devices 16 --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=transformer params=340_000_000 steps=50_000 batch_per_device=1_024 devices=16 batch_global=16_384 fine_tune=false
+# optax-lint: context arch=transformer params=340_000_000 steps=50_000 fine_tune=false
+# optax-lint: context batch_per_device=1_024 devices=16 batch_global=16_384
 
 import functools
 import sys
@@ -21,7 +24,7 @@ NUM_DEVICES = 16  # data-parallel (pmap) devices this configuration was computed
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 16_384
 BASE_LEARNING_RATE = 1e-3  # per device (Second-order approximation (batch >8K))
 PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 0.016
-WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled with the devices, at most the range's top: 2500
+WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled, at most the range's top: 2500
 WEIGHT_DECAY = 0.01
 
 schedule = optax.warmup_cosine_decay_schedule(
@@ -33,9 +36,10 @@ schedule = optax.warmup_cosine_decay_schedule(
 )
 
 optimizer = optax.chain(
-    # clip the gradient before the optimizer sees it: one bad batch cannot throw training off
+    # clip the gradients first: one bad batch cannot derail training
     optax.clip_by_global_norm(1.0),
-    # Second-order approximation (batch >8K): the layer-wise trust ratio scales each layer's step by its weight norm, keeping very large-batch steps stable
+    # Second-order approximation (batch >8K): the layer-wise trust ratio scales each layer's
+    # step by its weight norm, keeping very large-batch steps stable
     optax.inject_hyperparams(optax.lamb)(learning_rate=schedule, weight_decay=WEIGHT_DECAY),
 )
 
@@ -84,7 +88,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built (unreplicated) state, then replicate."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return jax_utils.replicate(restored["params"]), jax_utils.replicate(restored["opt_state"])
 
@@ -103,7 +108,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (devices, min(PER_DEVICE_BATCH, 32)))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss[0]):.4f} lr {float(current_learning_rate(opt_state)[0]):.3g}")
+        lr = float(current_learning_rate(opt_state)[0])
+        print(f"step {step}: loss {float(loss[0]):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":

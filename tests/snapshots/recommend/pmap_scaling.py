@@ -1,11 +1,14 @@
-"""Optimizer configuration for a transformer, 1,300,000,000 parameters, 50,000 steps, batch 512 x 8 devices.
+"""Optimizer configuration for a Transformer, 1.3B parameters, 50,000 steps.
 
 Written by:
-    optax-lint recommend --arch transformer --params 1300000000 --steps 50000 --batch 512 --devices 8 --output-format python
+    optax-lint recommend --arch transformer --params 1300000000 --steps 50000 --batch \
+    512 --devices 8 --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=transformer params=1_300_000_000 steps=50_000 batch_per_device=512 devices=8 batch_global=4_096 fine_tune=false
+# optax-lint: context arch=transformer params=1_300_000_000 steps=50_000 fine_tune=false
+# optax-lint: context batch_per_device=512 devices=8 batch_global=4_096
 
 import functools
 import sys
@@ -21,7 +24,7 @@ NUM_DEVICES = 8  # data-parallel (pmap) devices this configuration was computed 
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 4096
 BASE_LEARNING_RATE = 3e-4  # per device (Large Transformer (>1B params))
 PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 2.4e-3
-WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled with the devices, at most the range's top: 2500
+WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled, at most the range's top: 2500
 WEIGHT_DECAY = 0.1
 
 schedule = optax.warmup_cosine_decay_schedule(
@@ -33,7 +36,7 @@ schedule = optax.warmup_cosine_decay_schedule(
 )
 
 optimizer = optax.chain(
-    # clip the gradient before the optimizer sees it: one bad batch cannot throw training off
+    # clip the gradients first: one bad batch cannot derail training
     optax.clip_by_global_norm(1.0),
     # Large Transformer (>1B params): decoupled weight decay prevents overfitting at scale
     optax.inject_hyperparams(optax.adamw)(learning_rate=schedule, weight_decay=WEIGHT_DECAY),
@@ -84,7 +87,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built (unreplicated) state, then replicate."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return jax_utils.replicate(restored["params"]), jax_utils.replicate(restored["opt_state"])
 
@@ -103,7 +107,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (devices, min(PER_DEVICE_BATCH, 32)))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss[0]):.4f} lr {float(current_learning_rate(opt_state)[0]):.3g}")
+        lr = float(current_learning_rate(opt_state)[0])
+        print(f"step {step}: loss {float(loss[0]):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Optimizer configuration for a mlp, 100,000,000 parameters, 50,000 steps, batch 256.
+"""Optimizer configuration for an MLP, 100M parameters, 50,000 steps.
 
 Written by:
-    optax-lint recommend --arch mlp --params 100000000 --steps 50000 --batch 256 --sparse-gradients --output-format python
+    optax-lint recommend --arch mlp --params 100000000 --steps 50000 --batch 256 \
+    --sparse-gradients --output-format python
+
 Import `optimizer`, `schedule` and `current_learning_rate` into your training
 script, or run this file for a smoke test on a toy model: python THIS_FILE.py [steps]
 """
-# optax-lint: context arch=mlp params=100_000_000 steps=50_000 batch_global=256 fine_tune=false
+# optax-lint: context arch=mlp params=100_000_000 steps=50_000 fine_tune=false
+# optax-lint: context batch_global=256
 
 import sys
 
@@ -27,8 +30,11 @@ schedule = optax.warmup_cosine_decay_schedule(
 )
 
 optimizer = optax.chain(
-    # Sparse gradients: factored second moments need far less memory and cope with gradients that are mostly zero
-    optax.inject_hyperparams(optax.adafactor, static_args=('min_dim_size_to_factor',))(learning_rate=schedule),
+    # Sparse gradients: factored second moments need far less memory and cope with gradients
+    # that are mostly zero
+    optax.inject_hyperparams(optax.adafactor, static_args=("min_dim_size_to_factor",))(
+        learning_rate=schedule,
+    ),
 )
 
 
@@ -73,7 +79,8 @@ def restore_checkpoint(manager, params, opt_state):
     """Restore into the structure of freshly built state (optax NamedTuples, not dicts)."""
     import orbax.checkpoint as ocp
 
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"params": params, "opt_state": opt_state})
+    state = {"params": params, "opt_state": opt_state}
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
     restored = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
     return restored["params"], restored["opt_state"]
 
@@ -86,7 +93,8 @@ def main(num_steps=3):
     for step in range(num_steps):
         batch = make_batch(jax.random.fold_in(key, step), (min(BATCH_SIZE, 32),))
         params, opt_state, loss = train_step(params, opt_state, batch)
-        print(f"step {step}: loss {float(loss):.4f} lr {float(current_learning_rate(opt_state)):.3g}")
+        lr = float(current_learning_rate(opt_state))
+        print(f"step {step}: loss {float(loss):.4f} lr {lr:.3g}")
 
 
 if __name__ == "__main__":
