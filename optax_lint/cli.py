@@ -276,14 +276,13 @@ def recommend(output: Optional[Path], **values) -> None:
     from .recommend.request import RequestError
     from .verify.runner import VerifyUnavailable
 
-    settings = None
-    if values["from_path"] is not None:
-        from .config import ConfigError, load_settings
+    from .config import ConfigError, load_settings
 
-        try:
-            settings = load_settings(start=values["from_path"] if values["from_path"].exists() else Path.cwd())
-        except ConfigError as exc:
-            _fail(str(exc))
+    start = values["from_path"] if values["from_path"] is not None and values["from_path"].exists() else Path.cwd()
+    try:
+        settings = load_settings(start=start)  # the project's rule options move the protocol's thresholds
+    except ConfigError as exc:
+        _fail(str(exc))
     try:
         text, code = run(Options(**values), settings)
     except (RequestError, VerifyUnavailable) as exc:

@@ -386,3 +386,19 @@ def test_slow_convergence_is_traced_and_monitored() -> None:
     rec = recommendation(arch="mlp", params=1e6, steps=50_000, batch=64, memory_constrained=True, issues=("slow-convergence",))
     assert any(d.row == "Slow convergence" and "--memory-constrained" in d.why for d in rec.trace)
     assert any("first 5% of steps" in what for what, _ in advice.monitoring(rec))
+
+
+def test_project_rule_options_move_the_recommenders_thresholds(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.optax-lint.rules.OPX205]\nmax_batch = 4096\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["--arch", "mlp", "--params", "1e6", "--steps", "50000", "--batch", "5000"]
+    data = json.loads(cli([*args, "--output-format", "json"]).output)
+    assert data["optimizer"]["name"] == "lamb"  # 5000 > the project's 4096
+    assert data["trace"][0]["choice"] == "thresholds.large_batch = 4096 (OPX205.max_batch)"
+    (tmp_path / "m.py").write_text(cli([*args, "--output-format", "python"]).output)
+    lint = CliRunner().invoke(main, [str(tmp_path / "m.py")])  # linted under the same config
+    assert lint.exit_code == 0, lint.output
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.optax-lint.rules.OPX301]\nmin_steps = 5000\n[tool.optax-lint.rules.OPX304]\nshort_run_steps = 20000\n")
+    result = CliRunner().invoke(main, ["recommend", *args])
+    assert result.exit_code == 2 and "OPX301.min_steps" in result.output and "OPX304.short_run_steps" in result.output

@@ -95,7 +95,12 @@ def from_comparison(rec: Recommendation, facts, path: str) -> tuple[list[str], l
 def run(opts: Options, settings=None) -> tuple[str, int]:
     """(output text, exit code). RequestError and VerifyUnavailable propagate to the CLI."""
     request, facts = build_request(opts, settings)
-    rec = decide(request)
+    if settings is not None:
+        from .decide import settings_overrides
+
+        rec = decide(request, *settings_overrides(settings))
+    else:
+        rec = decide(request)
     verification = None
     if opts.verify:
         from ..verify.runner import Worker

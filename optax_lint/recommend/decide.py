@@ -7,6 +7,7 @@ thresholds from; nothing here imports jax.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -98,10 +99,14 @@ class Recommendation:
         return sorted(set(points))
 
 
-def decide(request: Request) -> Recommendation:
-    t = table()
+def decide(request: Request, protocol: Optional[dict] = None, overridden: Optional[list[str]] = None) -> Recommendation:
+    """`protocol`: the table with the project's rule options applied (see settings_overrides)."""
+    t = protocol or table()
     th = t["thresholds"]
     trace: list[Decision] = []
+    if overridden:
+        trace.append(Decision("thresholds", "project config", ", ".join(overridden),
+                              "the lint rules' options set in the project config move the recommender's thresholds with them"))
     arch, steps, devices = request.arch, request.steps, request.devices
     transformer = arch == "transformer"
     effective = request.effective_batch
@@ -190,7 +195,7 @@ def decide(request: Request) -> Recommendation:
             reasons.append("--issue unstable-early")
         if reasons:
             kind = "warmup_constant"
-            warmup_base = suggested_warmup(steps, transformer)
+            warmup_base = suggested_warmup(steps, transformer, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
             swhy = f"{steps:,} steps < {t['schedule']['short_run_steps']:,}, constant after a warmup because " + " and ".join(reasons)
             wwhy = _warmup_why(steps, transformer, warmup_base, lo, hi, warm)
         else:
@@ -200,7 +205,7 @@ def decide(request: Request) -> Recommendation:
         srow = srows["long" if long_run else "medium"]
         kind = "warmup_linear" if long_run else "warmup_cosine"
         swhy = f"{steps:,} steps " + (f"> {t['schedule']['long_run_steps']:,}" if long_run else f"in {t['schedule']['short_run_steps']:,}-{t['schedule']['long_run_steps']:,}")
-        warmup_base = suggested_warmup(steps, transformer)
+        warmup_base = suggested_warmup(steps, transformer, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
         wwhy = _warmup_why(steps, transformer, warmup_base, lo, hi, warm)
     end_value = {"warmup_cosine": t["schedule"]["cosine_end_value"], "warmup_linear": t["schedule"]["linear_end_value"]}.get(kind)
     trace.append(Decision("schedule", srow["length"] if kind != "warmup_constant" or request.fine_tune else f"{srow['length']} + warmup", _schedule_text(kind), f"{swhy}: {srow['why']}"))
@@ -250,6 +255,38 @@ def decide(request: Request) -> Recommendation:
                               else f"{optimizer} is already adaptive; check the LR first (see monitoring)"))
     return Recommendation(request, row, optimizer, base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
                           warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, trace)
+
+
+def settings_overrides(settings) -> tuple[dict, list[str]]:
+    """The protocol table with the rule options the project config sets (OPX205
+    max_batch = 4096 moves thresholds.large_batch), and a description of each.
+    RequestError when two options of the same threshold disagree."""
+    from ..catalogue import load_catalogue
+    from .request import RequestError
+
+    chosen: dict[str, tuple] = {}
+    for code, spec in load_catalogue().items():
+        for name, option in spec.options.items():
+            if not option.default_from.startswith("protocol:"):
+                continue
+            value = settings.rule_options.get(code, {}).get(name, option.default)
+            if value == option.default:
+                continue
+            path = option.default_from.split(":", 1)[1]
+            if path in chosen and chosen[path][0] != value:
+                raise RequestError(f"config: {chosen[path][1]} = {chosen[path][0]!r} and {code}.{name} = {value!r} set the same "
+                                   f"protocol threshold ({path}) to different values")
+            chosen[path] = (value, f"{code}.{name}")
+    if not chosen:
+        return table(), []
+    protocol = copy.deepcopy(table())
+    for path, (value, _) in chosen.items():
+        *parents, last = path.split(".")
+        node = protocol
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return protocol, [f"{path} = {value!r} ({where})" for path, (value, where) in sorted(chosen.items())]
 
 
 def _warmup_why(steps: int, transformer: bool, warmup: int, lo, hi, warm: dict) -> str:
