@@ -402,3 +402,31 @@ def test_project_rule_options_move_the_recommenders_thresholds(tmp_path: Path, m
         "[tool.optax-lint.rules.OPX301]\nmin_steps = 5000\n[tool.optax-lint.rules.OPX304]\nshort_run_steps = 20000\n")
     result = CliRunner().invoke(main, ["recommend", *args])
     assert result.exit_code == 2 and "OPX301.min_steps" in result.output and "OPX304.short_run_steps" in result.output
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arch=st.sampled_from(["transformer", "cnn", "mlp", "rnn"]),
+    params=st.integers(1, 10**13), steps=st.integers(1, 10**8), batch=st.integers(1, 10**6),
+    devices=st.integers(1, 4096), fine_tune=st.booleans(), memory=st.booleans(), sparse=st.booleans(),
+    issues=st.lists(st.sampled_from(["gradient-explosion", "gradient-noise", "slow-convergence", "overfitting", "unstable-early"]), max_size=5),
+)
+def test_every_valid_request_gets_a_buildable_recommendation(arch, params, steps, batch, devices, fine_tune, memory, sparse, issues) -> None:
+    rec = recommendation(arch=arch, params=params, steps=steps, batch=batch, devices=devices, fine_tune=fine_tune,
+                         memory_constrained=memory, sparse_gradients=sparse, issues=tuple(issues))
+    assert rec.peak_lr > 0
+    if rec.schedule_kind == "constant":
+        assert rec.warmup == 0
+    else:
+        assert 1 <= rec.warmup <= steps
+    if rec.schedule_kind in ("warmup_cosine", "warmup_linear"):
+        assert rec.warmup < steps  # optax raises when decay_steps <= warmup_steps
+    if fine_tune:
+        assert rec.peak_lr <= load_table("protocol")["thresholds"]["fine_tune_max_learning_rate"]
+    assert rec.chain_names[-1] == rec.optimizer and 0 <= rec.lr_index < len(rec.chain_names)
+    values = [rec.schedule_value(s) for s in rec.sample_steps()]
+    assert all(0 <= v <= rec.peak_lr * (1 + 1e-12) for v in values)
+    compile(codegen.module(rec), "recommended.py", "exec")  # our own generated text, never user code

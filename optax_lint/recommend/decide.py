@@ -86,7 +86,7 @@ class Recommendation:
         if self.schedule_kind == "warmup_cosine":
             alpha = end / peak if peak else 0.0
             return peak * ((1 - alpha) * 0.5 * (1 + math.cos(math.pi * t / span)) + alpha)
-        return peak + (end - peak) * t / span  # warmup_linear
+        return peak * (1 - t / span) + end * (t / span)  # warmup_linear: exactly `end` at the last step
 
     def sample_steps(self) -> list[int]:
         total, w = self.request.steps, self.warmup
