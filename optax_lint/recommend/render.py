@@ -12,6 +12,11 @@ from .decide import Recommendation
 from .fmt import arch_phrase, count_text, py_number as _n
 
 
+# The docs/protocol.md section behind each table.
+ANCHORS = {"optimizer": "optimizer", "weight decay": "weight-decay", "schedule": "learning-rate-schedule", "warmup": "warmup",
+           "multi-device": "multi-device-training", "gradient processing": "gradient-clipping"}
+
+
 def _heading(title: str) -> list[str]:
     return ["", title, "-" * len(title)]
 
@@ -110,7 +115,8 @@ def to_dict(rec: Recommendation) -> dict:
             "fine_tune": req.fine_tune, "issues": list(req.issues), "memory_constrained": req.memory_constrained,
             "sparse_gradients": req.sparse_gradients, "sources": dict(req.sources),
         },
-        "trace": [{"table": d.table, "row": d.row, "choice": d.choice, "why": d.why} for d in rec.trace],
+        "trace": [{"table": d.table, "row": d.row, "choice": d.choice, "why": d.why,
+                   "protocol": f"{PROTOCOL_DOC}#{ANCHORS[d.table]}" if d.table in ANCHORS else None} for d in rec.trace],
         "optimizer": {
             "row": rec.row["id"], "name": rec.optimizer, "chain": rec.chain_names, "base_learning_rate": rec.base_lr,
             "peak_learning_rate": rec.peak_lr, "weight_decay": rec.weight_decay, "momentum": rec.momentum,

@@ -22,7 +22,7 @@ TOTAL_STEPS = 50_000  # optimizer updates
 PER_DEVICE_BATCH = 1024
 NUM_DEVICES = 16  # data-parallel (pmap) devices this configuration was computed for
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 16_384
-BASE_LEARNING_RATE = 1e-3  # per device (Second-order approximation (batch >8K))
+BASE_LEARNING_RATE = 1e-3  # per device (Large batch (>8K))
 PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 0.016
 WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled, at most the range's top: 2500
 WEIGHT_DECAY = 0.01
@@ -38,8 +38,8 @@ schedule = optax.warmup_cosine_decay_schedule(
 optimizer = optax.chain(
     # clip the gradients first: one bad batch cannot derail training
     optax.clip_by_global_norm(1.0),
-    # Second-order approximation (batch >8K): the layer-wise trust ratio scales each layer's
-    # step by its weight norm, keeping very large-batch steps stable
+    # Large batch (>8K): the layer-wise trust ratio scales each layer's step by its weight
+    # norm, keeping very large-batch steps stable
     optax.inject_hyperparams(optax.lamb)(learning_rate=schedule, weight_decay=WEIGHT_DECAY),
 )
 
