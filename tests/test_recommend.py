@@ -134,7 +134,7 @@ def test_large_batch_cnn_and_memory_constrained_get_lars() -> None:
 
 def test_issues_change_the_chain() -> None:
     rec = recommendation(arch="mlp", params=1e6, steps=5_000, batch=64, issues=("gradient-explosion", "gradient-noise", "overfitting", "unstable-early"))
-    assert rec.chain_names == ["clip", "clip_by_global_norm", "adamw"]  # overfitting turns adam into adamw
+    assert rec.chain_names == ["clip_by_global_norm", "clip", "adamw"]  # overfitting turns adam into adamw
     assert rec.weight_decay == 0.1 and rec.schedule_kind == "warmup_constant"
     sgd = recommendation(arch="mlp", params=1e6, steps=5_000, batch=64, memory_constrained=True, issues=("overfitting",))
     assert sgd.chain_names == ["add_decayed_weights", "sgd"] and sgd.lr_index == 1
@@ -365,10 +365,12 @@ def test_recommend_without_verify_never_imports_jax() -> None:
 
 
 def test_decay_values_account_for_where_each_optimizer_applies_them() -> None:
-    # adafactor adds weight_decay_rate after the LR step (0.1 would shrink weights 10% a step): lr x wd.
+    # adafactor adds weight_decay_rate after the LR step (0.1 would shrink weights 10% a step):
+    # the decay follows the LR schedule, so each step shrinks by lr x wd as adamw does.
     ada = recommendation(arch="mlp", params=1e6, steps=50_000, batch=64, sparse_gradients=True, issues=("overfitting",))
-    assert ada.optimizer == "adafactor" and ada.weight_decay == pytest.approx(1e-4)
-    assert "weight_decay_rate=WEIGHT_DECAY" in codegen.configuration(ada)
+    assert ada.optimizer == "adafactor" and ada.weight_decay == 0.1 and ada.decay_follows_schedule
+    code = codegen.configuration(ada)
+    assert "weight_decay_rate=decay_schedule" in code and "peak_value=PEAK_LEARNING_RATE * WEIGHT_DECAY" in code
     # Coupled L2 before sgd is multiplied by SGD's large LR: the bottom of the range.
     sgd = recommendation(arch="cnn", params=1e6, steps=50_000, batch=64, memory_constrained=True, issues=("overfitting",))
     assert sgd.weight_decay == 0.01 and sgd.decay_in_chain

@@ -91,3 +91,23 @@ def test_verify_builds_steps_and_checks_the_schedule(tmp_path: Path) -> None:
     assert rows["LR at step 50,000"]["measured"] == "1e-6"
     assert rows["hyperparams sit where the code reads them"]["measured"] == "opt_state[1].hyperparams"
     assert rows["a gradient of global norm 1e6 reaches the optimizer clipped"]["ok"] is True
+
+
+def test_every_protocol_row_verifies_under_jax() -> None:
+    from optax_lint.recommend.decide import decide
+    from optax_lint.recommend.request import Request, validate
+    from optax_lint.recommend.verify import verify
+    from optax_lint.verify.runner import Worker
+    from test_recommend import CASES
+
+    extra = [  # both clips, coupled L2 before sgd; adafactor's decay that follows the schedule
+        dict(arch="cnn", params=10**7, steps=5000, batch=64, memory_constrained=True, issues=("overfitting", "gradient-noise", "gradient-explosion")),
+        dict(arch="mlp", params=10**8, steps=50_000, batch=256, sparse_gradients=True, issues=("overfitting",)),
+    ]
+    failures = []
+    with Worker() as worker:
+        for values in [c[1] for c in CASES] + extra:
+            result = verify(decide(validate(Request(**values))), worker)
+            if not result.ok:
+                failures.append((values, result.error, [r for r in result.rows if r.get("ok") is not True]))
+    assert not failures, failures

@@ -60,25 +60,28 @@ def _constants(rec: Recommendation) -> list[str]:
     return lines
 
 
-def _schedule(rec: Recommendation) -> list[str]:
+def _schedule(rec: Recommendation, name: str = "schedule", scale: str = "") -> list[str]:
+    """The LR schedule (or, with `scale`, the same shape times a factor)."""
     kind = rec.schedule_kind
-    ramp = "optax.linear_schedule(0.0, PEAK_LEARNING_RATE, transition_steps=WARMUP_STEPS)"
+    peak = "PEAK_LEARNING_RATE" + scale
+    end = py_number(rec.end_value) + scale if rec.end_value is not None else ""
+    ramp = f"optax.linear_schedule(0.0, {peak}, transition_steps=WARMUP_STEPS)"
     if kind == "constant":
-        return ["schedule = optax.constant_schedule(PEAK_LEARNING_RATE)"]
+        return [f"{name} = optax.constant_schedule({peak})"]
     if kind == "warmup_cosine":
         return [
-            "schedule = optax.warmup_cosine_decay_schedule(",
+            f"{name} = optax.warmup_cosine_decay_schedule(",
             "    init_value=0.0,",
-            "    peak_value=PEAK_LEARNING_RATE,",
+            f"    peak_value={peak},",
             "    warmup_steps=WARMUP_STEPS,",
             "    decay_steps=TOTAL_STEPS,  # the whole run, warmup included",
-            f"    end_value={py_number(rec.end_value)},",
+            f"    end_value={end},",
             ")",
         ]
-    second = ("optax.constant_schedule(PEAK_LEARNING_RATE)" if kind == "warmup_constant" else
-              f"optax.linear_schedule(PEAK_LEARNING_RATE, {py_number(rec.end_value)}, transition_steps=TOTAL_STEPS - WARMUP_STEPS)")
+    second = (f"optax.constant_schedule({peak})" if kind == "warmup_constant" else
+              f"optax.linear_schedule({peak}, {end}, transition_steps=TOTAL_STEPS - WARMUP_STEPS)")
     return [
-        "schedule = optax.join_schedules(",
+        f"{name} = optax.join_schedules(",
         "    schedules=[",
         f"        {ramp},",
         f"        {second},",
@@ -88,13 +91,21 @@ def _schedule(rec: Recommendation) -> list[str]:
     ]
 
 
+def _decay_schedule(rec: Recommendation) -> list[str]:
+    if not rec.decay_follows_schedule:
+        return []
+    return ["", f"# {rec.optimizer} adds weight_decay_rate after the LR step: scale it by the LR schedule, so each step",
+            "# shrinks weights by lr x WEIGHT_DECAY (adamw's decoupled decay), not by WEIGHT_DECAY itself."] + \
+        _schedule(rec, "decay_schedule", " * WEIGHT_DECAY")
+
+
 def _optimizer_call(rec: Recommendation) -> str:
     info = rec.optimizer_info
     kwargs = ["learning_rate=schedule"]
     if rec.momentum is not None:
         kwargs.append(f"momentum={py_number(rec.momentum)}")
     if rec.weight_decay is not None and not rec.decay_in_chain:
-        kwargs.append(f"{info['decay_param']}=WEIGHT_DECAY")
+        kwargs.append(f"{info['decay_param']}={'decay_schedule' if rec.decay_follows_schedule else 'WEIGHT_DECAY'}")
     static = info.get("static_args")
     inject = "optax.inject_hyperparams(" + info["code"] + (", static_args=(" + ", ".join('"' + a + '"' for a in static) + ",)" if static else "") + ")"
     return f"{inject}({', '.join(kwargs)})"
@@ -139,7 +150,7 @@ def _read_back(rec: Recommendation) -> list[str]:
 
 def configuration(rec: Recommendation) -> str:
     """Constants, schedule, chain and the LR read-back: what the text output shows."""
-    parts = _constants(rec) + [""] + _schedule(rec) + [""] + _chain(rec) + _read_back(rec)
+    parts = _constants(rec) + [""] + _schedule(rec) + _decay_schedule(rec) + [""] + _chain(rec) + _read_back(rec)
     return "\n".join(parts) + "\n"
 
 

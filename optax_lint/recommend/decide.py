@@ -45,6 +45,7 @@ class Recommendation:
     clip_norm: Optional[float]
     clip_delta: Optional[float]
     trace: list[Decision] = field(default_factory=list)
+    decay_follows_schedule: bool = False  # the decay is passed as the LR schedule x WEIGHT_DECAY (adafactor)
 
     @property
     def optimizer_info(self) -> dict:
@@ -58,10 +59,10 @@ class Recommendation:
     def chain_names(self) -> list[str]:
         """The chain's elements in order (the optimizer last)."""
         names = []
-        if self.clip_delta is not None:
-            names.append("clip")
         if self.clip_norm is not None:
             names.append("clip_by_global_norm")
+        if self.clip_delta is not None:
+            names.append("clip")
         if self.weight_decay is not None and self.decay_in_chain:
             names.append("add_decayed_weights")
         return names + [self.optimizer]
@@ -231,12 +232,13 @@ def decide(request: Request, protocol: Optional[dict] = None, overridden: Option
         trace.append(Decision("multi-device", "pmap-based training", f"{devices} devices",
                               f"effective batch {request.batch:,} x {devices} = {effective:,}; {lr_text}{w_text}; gradients averaged with lax.pmean"))
 
-    if decay is not None and t["optimizers"][optimizer].get("decay_scaled_by_lr") is False:
-        rate = float(f"{decay * peak:.3g}")
-        trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"], f"weight_decay_rate={_n(rate)}",
-                              f"{optimizer} adds its decay after the learning-rate step, so {_n(decay)} would shrink every weight by "
-                              f"{decay:.0%} per step: {_n(decay)} x the peak LR {_n(peak)} = {_n(rate)}, adamw's per-step shrink"))
-        decay = rate
+    decay_follows_schedule = decay is not None and t["optimizers"][optimizer].get("decay_scaled_by_lr") is False
+    if decay_follows_schedule:
+        trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"],
+                              f"weight_decay_rate = schedule x {_n(decay)}",
+                              f"{optimizer} adds its decay after the learning-rate step, so a plain {_n(decay)} would shrink every "
+                              f"weight by {decay:.0%} per step, warmup included: the LR schedule times {_n(decay)} gives adamw's "
+                              "per-step shrink (lr x wd) at every step"))
 
     # Step 3: gradient processing.
     clip = t["clipping"]["arch"][arch]
@@ -254,7 +256,7 @@ def decide(request: Request, protocol: Optional[dict] = None, overridden: Option
                               "sgd is kept because of --memory-constrained; Adam-family optimizers converge faster if memory allows" if optimizer in ("sgd", "lars")
                               else f"{optimizer} is already adaptive; check the LR first (see monitoring)"))
     return Recommendation(request, row, optimizer, base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
-                          warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, trace)
+                          warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, trace, decay_follows_schedule)
 
 
 def settings_overrides(settings) -> tuple[dict, list[str]]:
