@@ -188,12 +188,26 @@ def test_recommender_and_rules_agree_over_the_grid() -> None:
     assert not failures, f"{len(failures)} of {len(GRID)} contexts disagree:\n" + "\n".join(failures[:5])
 
 
-def test_agreement_test_would_catch_a_disagreement() -> None:
-    # The same check on a module that breaks the protocol: the warmup below 1% of the run.
-    rec = recommendation(arch="transformer", params=1.3e9, steps=50_000, batch=512)
-    text = codegen.module(rec).replace("WARMUP_STEPS = 2000", "WARMUP_STEPS = 100")
+MUTATIONS = [  # (what breaks the protocol in the pmap module, the rule that must notice)
+    ("WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)", "WARMUP_STEPS = 100 * NUM_DEVICES", "OPX302"),
+    ("optax.clip_by_global_norm(1.0),", "", "OPX201"),
+    ('    grads = jax.lax.pmean(grads, axis_name="batch")', "", "OPX401"),
+    ('opt_state[1].hyperparams["learning_rate"]', 'opt_state[0].hyperparams["learning_rate"]', "OPX602"),
+    ("weight_decay=WEIGHT_DECAY", "weight_decay=1e-4", "OPX203"),
+    ("steps=50_000 fine_tune=false", "steps=50_000 fine_tune=true", "OPX204"),
+    ("BASE_LEARNING_RATE * NUM_DEVICES  #", "2.4e-3  #", None),  # see below: OPX403 needs the warmup unscaled too
+]
+
+
+@pytest.mark.parametrize("old,new,code", MUTATIONS, ids=[m[2] or "OPX403" for m in MUTATIONS])
+def test_agreement_lint_notices_a_protocol_violation(old, new, code) -> None:
+    text = (SNAPSHOTS / "pmap_scaling.py").read_text(encoding="utf-8")
+    assert old in text
+    text = text.replace(old, new)
+    if code is None:  # an unscaled LR is only reported when the schedule has no device factor anywhere
+        text, code = text.replace("min(2000 * NUM_DEVICES, 2500)", "2500"), "OPX403"
     codes = {f.code for f in engine.lint_text(text, "recommended.py", DEFAULT_CODES).findings}
-    assert "OPX302" in codes
+    assert code in codes
 
 
 # ---------------------------------------------------------------------------
