@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 from optax_lint import engine
 from optax_lint.catalogue import load_catalogue, load_table
@@ -420,9 +421,6 @@ def test_project_rule_options_move_the_recommenders_thresholds(tmp_path: Path, m
     assert result.exit_code == 2 and "OPX301.min_steps" in result.output and "OPX304.short_run_steps" in result.output
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     arch=st.sampled_from(["transformer", "cnn", "mlp", "rnn"]),
@@ -446,3 +444,10 @@ def test_every_valid_request_gets_a_buildable_recommendation(arch, params, steps
     values = [rec.schedule_value(s) for s in rec.sample_steps()]
     assert all(0 <= v <= rec.peak_lr * (1 + 1e-12) for v in values)
     compile(codegen.module(rec), "recommended.py", "exec")  # our own generated text, never user code
+
+
+def test_validate_names_the_flag_for_values_the_cli_cannot_reject() -> None:
+    with pytest.raises(RequestError, match="^--devices: expected a positive device count"):
+        validate(Request(arch="mlp", params=10, steps=10, batch=1, devices=0))
+    with pytest.raises(RequestError, match=r"^--arch is required.*also missing: --params, --steps, --batch"):
+        validate(Request())

@@ -102,161 +102,198 @@ class Recommendation:
 
 def decide(request: Request, protocol: Optional[dict] = None, overridden: Optional[list[str]] = None) -> Recommendation:
     """`protocol`: the table with the project's rule options applied (see settings_overrides)."""
-    t = protocol or table()
-    th = t["thresholds"]
-    trace: list[Decision] = []
-    if overridden:
-        trace.append(Decision("thresholds", "project config", ", ".join(overridden),
-                              "the lint rules' options set in the project config move the recommender's thresholds with them"))
-    arch, steps, devices = request.arch, request.steps, request.devices
-    transformer = arch == "transformer"
-    effective = request.effective_batch
-    large_batch = effective > th["large_batch"]
-    large_model = request.params > th["large_model_params"]
-    rows = {row["id"]: row for row in t["optimizer"]["rows"]}
+    return _Decider(request, protocol or table(), overridden or []).run()
+
+
+class _Decider:
+    """One pass over the protocol's steps; each method picks a table row and traces why."""
+
+    def __init__(self, request: Request, t: dict, overridden: list[str]) -> None:
+        self.req, self.t, self.th = request, t, t["thresholds"]
+        self.trace: list[Decision] = []
+        if overridden:
+            self.trace.append(Decision("thresholds", "project config", ", ".join(overridden),
+                                       "the lint rules' options set in the project config move the recommender's thresholds with them"))
+        self.transformer = request.arch == "transformer"
+        self.large_model = request.params > self.th["large_model_params"]
+
+    def run(self) -> Recommendation:
+        req = self.req
+        row, optimizer, base_lr = self.optimizer()
+        optimizer, decay, decay_in_chain = self.decay(row, optimizer)
+        srow, kind, warmup_base, end_value, cap = self.schedule(optimizer)
+        peak, lr_cap, warmup, warmup_cap = self.devices(base_lr, warmup_base, cap)
+        follows = self.decay_follows_schedule(row, optimizer, decay)
+        clip_norm, clip_delta = self.gradient_processing(optimizer)
+        momentum = row.get("momentum") if optimizer == "sgd" else None
+        return Recommendation(req, row, optimizer, base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
+                              warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, self.trace, follows)
 
     # Step 1: the base optimizer (first matching row wins).
-    if large_batch:
-        row = rows["large-batch"]
-        optimizer = row["cnn_optimizer"] if arch == "cnn" else row["memory_optimizer"] if request.memory_constrained else row["optimizer"]
-        why = f"effective batch {effective:,} ({_batch_text(request)}) > {th['large_batch']:,}"
-        if optimizer == "lars":
-            why += "; lars: " + ("the trust-ratio optimizer for CNNs" if arch == "cnn" else "--memory-constrained, one moment instead of two")
-    elif request.sparse_gradients:
-        row = rows["sparse-gradients"]
-        optimizer = row["optimizer"]
-        why = f"{request.source('sparse_gradients')}" + (" (also --memory-constrained: adafactor's factored state is smaller than SGD's momentum)" if request.memory_constrained else "")
-    elif request.memory_constrained:
-        row, optimizer = rows["memory-constrained"], "sgd"
-        why = request.source("memory_constrained")
-    elif request.fine_tune:
-        row, optimizer = rows["fine-tuning"], "adamw"
-        why = f"fine-tuning ({request.source('fine_tune')})"
-    elif large_model:
-        row, optimizer = rows["large-transformer"], "adamw"
-        why = f"{_count(request.params)} parameters > {_count(th['large_model_params'])}" + ("" if transformer else f" (the row is for Transformers; a {arch} this large gets the same decoupled decay)")
-    else:
-        row, optimizer = rows["default"], "adam"
-        why = "no other row applies"
-    base_lr = float(row["learning_rate"])
-    if row["id"] == "default" and transformer:
-        base_lr = float(row["transformer_learning_rate"])
-        why += f"; lr {_n(base_lr)}, the protocol's worked Transformer example"
-    if request.fine_tune and row["id"] != "fine-tuning":
-        base_lr = float(rows["fine-tuning"]["learning_rate"])
-        why += f"; fine-tuning keeps lr {_n(base_lr)} (a low LR preserves pretrained features)"
-    trace.append(Decision("optimizer", row["scenario"], _optimizer_text(optimizer, base_lr), f"{why}: {row['why']}"))
+    def optimizer(self) -> tuple[dict, str, float]:
+        req, th = self.req, self.th
+        rows = {row["id"]: row for row in self.t["optimizer"]["rows"]}
+        effective = req.effective_batch
+        if effective > th["large_batch"]:
+            row = rows["large-batch"]
+            optimizer = row["cnn_optimizer"] if req.arch == "cnn" else row["memory_optimizer"] if req.memory_constrained else row["optimizer"]
+            why = f"effective batch {effective:,} ({_batch_text(req)}) > {th['large_batch']:,}"
+            if optimizer == "lars":
+                why += "; lars: " + ("the trust-ratio optimizer for CNNs" if req.arch == "cnn" else "--memory-constrained, one moment instead of two")
+        elif req.sparse_gradients:
+            row = rows["sparse-gradients"]
+            optimizer = row["optimizer"]
+            why = req.source("sparse_gradients") + (" (also --memory-constrained: adafactor's factored state is smaller than SGD's momentum)"
+                                                     if req.memory_constrained else "")
+        elif req.memory_constrained:
+            row, optimizer, why = rows["memory-constrained"], "sgd", req.source("memory_constrained")
+        elif req.fine_tune:
+            row, optimizer, why = rows["fine-tuning"], "adamw", f"fine-tuning ({req.source('fine_tune')})"
+        elif self.large_model:
+            row, optimizer = rows["large-transformer"], "adamw"
+            why = f"{_count(req.params)} parameters > {_count(th['large_model_params'])}" + (
+                "" if self.transformer else f" (the row is for Transformers; a {req.arch} this large gets the same decoupled decay)")
+        else:
+            row, optimizer, why = rows["default"], "adam", "no other row applies"
+        base_lr = float(row["learning_rate"])
+        if row["id"] == "default" and self.transformer:
+            base_lr = float(row["transformer_learning_rate"])
+            why += f"; lr {_n(base_lr)}, the protocol's worked Transformer example"
+        if req.fine_tune and row["id"] != "fine-tuning":
+            base_lr = float(rows["fine-tuning"]["learning_rate"])
+            why += f"; fine-tuning keeps lr {_n(base_lr)} (a low LR preserves pretrained features)"
+        self.trace.append(Decision("optimizer", row["scenario"], _optimizer_text(optimizer, base_lr), f"{why}: {row['why']}"))
+        return row, optimizer, base_lr
 
     # Step 3 (decay): the row's own, the large-model row, the overfitting row.
-    wd_table = t["weight_decay"]
-    decay, decay_why = None, []
-    if request.fine_tune:
-        decay, decay_why = wd_table["fine_tune"], ["the fine-tuning row"]
-    elif "weight_decay" in row:
-        decay, decay_why = wd_table[row["weight_decay"]], [f"the {row['scenario']} row"]
-    if large_model and not request.fine_tune and (decay is None or decay < wd_table["large_model"]):
-        decay, decay_why = wd_table["large_model"], [f"{_count(request.params)} parameters: the large-model row's decay"]
-    if "overfitting" in request.issues and (decay is None or decay < wd_table["overfitting"]):
-        decay, decay_why = wd_table["overfitting"], ["--issue overfitting: the top of the protocol's 0.01-0.1 range"]
-    decay_in_chain = False
-    if decay is not None:
+    def decay(self, row: dict, optimizer: str) -> tuple[str, Optional[float], bool]:
+        req, wd = self.req, self.t["weight_decay"]
+        decay, why = None, []
+        if req.fine_tune:
+            decay, why = wd["fine_tune"], ["the fine-tuning row"]
+        elif "weight_decay" in row:
+            decay, why = wd[row["weight_decay"]], [f"the {row['scenario']} row"]
+        if self.large_model and not req.fine_tune and (decay is None or decay < wd["large_model"]):
+            decay, why = wd["large_model"], [f"{_count(req.params)} parameters: the large-model row's decay"]
+        if "overfitting" in req.issues and (decay is None or decay < wd["overfitting"]):
+            decay, why = wd["overfitting"], ["--issue overfitting: the top of the protocol's 0.01-0.1 range"]
+        if decay is None:
+            return optimizer, None, False
+        in_chain = False
         if optimizer == "adam":
             optimizer = "adamw"
-            decay_why.append("adam becomes adamw: decoupled decay, not L2 through Adam's moments")
-        elif "decay_param" not in t["optimizers"][optimizer]:
-            decay_in_chain = True
-            decay_why.append(f"add_decayed_weights before {optimizer} (plain L2: {optimizer} has no decay of its own)")
-            if decay > wd_table["coupled_max"]:
-                decay = wd_table["coupled_max"]
-                decay_why.append(f"{_n(decay)}: coupled L2 shrinks weights by lr x wd per step, and {optimizer}'s LR is large")
+            why.append("adam becomes adamw: decoupled decay, not L2 through Adam's moments")
+        elif "decay_param" not in self.t["optimizers"][optimizer]:
+            in_chain = True
+            why.append(f"add_decayed_weights before {optimizer} (plain L2: {optimizer} has no decay of its own)")
+            if decay > wd["coupled_max"]:
+                decay = wd["coupled_max"]
+                why.append(f"{_n(decay)}: coupled L2 shrinks weights by lr x wd per step, and {optimizer}'s LR is large")
         else:
-            decay_why.append(f"decoupled, {optimizer}'s own {t['optimizers'][optimizer]['decay_param']}")
-        trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"], f"weight_decay={_n(decay)}", "; ".join(decay_why)))
-    momentum = row.get("momentum") if optimizer == "sgd" else None
+            why.append(f"decoupled, {optimizer}'s own {self.t['optimizers'][optimizer]['decay_param']}")
+        self.trace.append(Decision("weight decay", self._decay_row(row), f"weight_decay={_n(decay)}", "; ".join(why)))
+        return optimizer, decay, in_chain
+
+    def _decay_row(self, row: dict) -> str:
+        return "Overfitting" if "overfitting" in self.req.issues else row["scenario"]
 
     # Step 2: the schedule by training length, and the warmup.
-    srows = {r["id"]: r for r in t["schedule"]["rows"]}
-    warm = t["warmup"]
-    adaptive = t["optimizers"][optimizer]["adaptive"]
-    lo, hi = warmup_range(steps, transformer and not request.fine_tune, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
-    cap = hi if hi != math.inf else max(1, round(warm["short_run_cap_fraction"] * steps))
-    if request.fine_tune:
-        srow, kind = srows["fine-tuning"], "warmup_constant"
-        warmup_base = max(1, min(max(warm["fine_tune_steps"], lo), hi))
-        swhy = "fine-tuning"
-        wwhy = f"the fine-tuning row's {warm['fine_tune_steps']} steps"
-        if warmup_base != warm["fine_tune_steps"]:
-            wwhy += f", moved into 1-5% of the run ({lo:,}-{hi:,})"
-    elif steps < t["schedule"]["short_run_steps"]:
-        srow = srows["short"]
-        reasons = []
-        if transformer and adaptive:
-            reasons.append(f"{optimizer} is adaptive and the model is a Transformer")
-        if "unstable-early" in request.issues:
-            reasons.append("--issue unstable-early")
-        if reasons:
-            kind = "warmup_constant"
-            warmup_base = suggested_warmup(steps, transformer, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
-            swhy = f"{steps:,} steps < {t['schedule']['short_run_steps']:,}, constant after a warmup because " + " and ".join(reasons)
-            wwhy = _warmup_why(steps, transformer, warmup_base, lo, hi, warm)
+    def schedule(self, optimizer: str) -> tuple[dict, str, int, Optional[float], int]:
+        req, t = self.req, self.t
+        steps, short, long = req.steps, t["schedule"]["short_run_steps"], t["schedule"]["long_run_steps"]
+        srows = {r["id"]: r for r in t["schedule"]["rows"]}
+        warm = t["warmup"]
+        tf_warmup = self.transformer and not req.fine_tune  # the fine-tuning row has no 2000-step minimum
+        lo, hi = warmup_range(steps, tf_warmup, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
+        cap = hi if hi != math.inf else max(1, round(warm["short_run_cap_fraction"] * steps))
+
+        def suggested() -> int:
+            return suggested_warmup(steps, self.transformer, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
+
+        if req.fine_tune:
+            srow, kind, why = srows["fine-tuning"], "warmup_constant", "fine-tuning"
+            warmup = max(1, min(max(warm["fine_tune_steps"], lo), hi))
+            warmup_why = f"the fine-tuning row's {warm['fine_tune_steps']} steps"
+            if warmup != warm["fine_tune_steps"]:
+                warmup_why += f", moved into 1-5% of the run ({lo:,}-{hi:,})"
+        elif steps < short:
+            srow = srows["short"]
+            reasons = []
+            if self.transformer and t["optimizers"][optimizer]["adaptive"]:
+                reasons.append(f"{optimizer} is adaptive and the model is a Transformer")
+            if "unstable-early" in req.issues:
+                reasons.append("--issue unstable-early")
+            if reasons:
+                kind, warmup = "warmup_constant", suggested()
+                why = f"{steps:,} steps < {short:,}, constant after a warmup because " + " and ".join(reasons)
+                warmup_why = _warmup_why(steps, self.transformer, warmup, lo, hi, warm)
+            else:
+                kind, warmup, why, warmup_why = "constant", 0, f"{steps:,} steps < {short:,}", ""
         else:
-            kind, warmup_base, swhy, wwhy = "constant", 0, f"{steps:,} steps < {t['schedule']['short_run_steps']:,}", ""
-    else:
-        long_run = steps > t["schedule"]["long_run_steps"]
-        srow = srows["long" if long_run else "medium"]
-        kind = "warmup_linear" if long_run else "warmup_cosine"
-        swhy = f"{steps:,} steps " + (f"> {t['schedule']['long_run_steps']:,}" if long_run else f"in {t['schedule']['short_run_steps']:,}-{t['schedule']['long_run_steps']:,}")
-        warmup_base = suggested_warmup(steps, transformer, warm["min_fraction"], warm["max_fraction"], warm["transformer_min_steps"])
-        wwhy = _warmup_why(steps, transformer, warmup_base, lo, hi, warm)
-    end_value = {"warmup_cosine": t["schedule"]["cosine_end_value"], "warmup_linear": t["schedule"]["linear_end_value"]}.get(kind)
-    trace.append(Decision("schedule", srow["length"] if kind != "warmup_constant" or request.fine_tune else f"{srow['length']} + warmup", _schedule_text(kind), f"{swhy}: {srow['why']}"))
+            long_run = steps > long
+            srow = srows["long" if long_run else "medium"]
+            kind = "warmup_linear" if long_run else "warmup_cosine"
+            why = f"{steps:,} steps " + (f"> {long:,}" if long_run else f"in {short:,}-{long:,}")
+            warmup = suggested()
+            warmup_why = _warmup_why(steps, self.transformer, warmup, lo, hi, warm)
+        end_value = {"warmup_cosine": t["schedule"]["cosine_end_value"], "warmup_linear": t["schedule"]["linear_end_value"]}.get(kind)
+        row_name = srow["length"] if kind != "warmup_constant" or req.fine_tune else f"{srow['length']} + warmup"
+        self.trace.append(Decision("schedule", row_name, _schedule_text(kind), f"{why}: {srow['why']}"))
+        if warmup:
+            self.trace.append(Decision("warmup", "Warmup rule of thumb", f"{warmup:,} steps", warmup_why))
+        return srow, kind, warmup, end_value, cap
 
-    if warmup_base:
-        trace.append(Decision("warmup", "Warmup rule of thumb", f"{warmup_base:,} steps", wwhy))
-
-    # Step 4: pmap scaling.
-    peak, lr_cap, warmup, warmup_cap = base_lr, None, warmup_base, None
-    if devices > 1:
-        peak = base_lr * devices
+    # Step 4: pmap scaling of the LR and the warmup.
+    def devices(self, base_lr: float, warmup_base: int, cap: int) -> tuple[float, Optional[float], int, Optional[int]]:
+        req, devices = self.req, self.req.devices
+        if devices <= 1:
+            return base_lr, None, warmup_base, None
+        peak, lr_cap, warmup, warmup_cap = base_lr * devices, None, warmup_base, None
         lr_text = f"lr {_n(base_lr)} x {devices} = {_n(peak)} (linear scaling rule)"
-        if request.fine_tune and peak > th["fine_tune_max_learning_rate"]:
-            lr_cap = float(th["fine_tune_max_learning_rate"])
-            peak = lr_cap
+        if req.fine_tune and peak > self.th["fine_tune_max_learning_rate"]:
+            lr_cap = peak = float(self.th["fine_tune_max_learning_rate"])
             lr_text += f", capped at {_n(lr_cap)}, the highest fine-tuning LR the protocol accepts"
         w_text = ""
         if warmup_base:
             scaled = warmup_base * devices
-            warmup = min(scaled, max(cap, warmup_base))
             warmup_cap = max(cap, warmup_base)
-            w_text = f"; warmup {warmup_base:,} x {devices} = {scaled:,}" + (f", capped at {warmup:,} (the top of the warmup range)" if warmup < scaled else "")
-        trace.append(Decision("multi-device", "pmap-based training", f"{devices} devices",
-                              f"effective batch {request.batch:,} x {devices} = {effective:,}; {lr_text}{w_text}; gradients averaged with lax.pmean"))
+            warmup = min(scaled, warmup_cap)
+            w_text = f"; warmup {warmup_base:,} x {devices} = {scaled:,}" + (
+                f", capped at {warmup:,} (the top of the warmup range)" if warmup < scaled else "")
+        self.trace.append(Decision("multi-device", "pmap-based training", f"{devices} devices",
+                                   f"effective batch {req.batch:,} x {devices} = {req.effective_batch:,}; {lr_text}{w_text}; "
+                                   "gradients averaged with lax.pmean"))
+        return peak, lr_cap, warmup, warmup_cap
 
-    decay_follows_schedule = decay is not None and t["optimizers"][optimizer].get("decay_scaled_by_lr") is False
-    if decay_follows_schedule:
-        trace.append(Decision("weight decay", "Overfitting" if "overfitting" in request.issues else row["scenario"],
-                              f"weight_decay_rate = schedule x {_n(decay)}",
-                              f"{optimizer} adds its decay after the learning-rate step, so a plain {_n(decay)} would shrink every "
-                              f"weight by {decay:.0%} per step, warmup included: the LR schedule times {_n(decay)} gives adamw's "
-                              "per-step shrink (lr x wd) at every step"))
+    def decay_follows_schedule(self, row: dict, optimizer: str, decay: Optional[float]) -> bool:
+        """adafactor adds its decay after the LR step: pass the LR schedule x wd instead of wd."""
+        if decay is None or self.t["optimizers"][optimizer].get("decay_scaled_by_lr") is not False:
+            return False
+        self.trace.append(Decision("weight decay", self._decay_row(row), f"weight_decay_rate = schedule x {_n(decay)}",
+                                   f"{optimizer} adds its decay after the learning-rate step, so a plain {_n(decay)} would shrink every "
+                                   f"weight by {decay:.0%} per step, warmup included: the LR schedule times {_n(decay)} gives adamw's "
+                                   "per-step shrink (lr x wd) at every step"))
+        return True
 
-    # Step 3: gradient processing.
-    clip = t["clipping"]["arch"][arch]
-    clip_norm = None
-    if clip["always"] or "gradient-explosion" in request.issues:
-        clip_norm = float(clip["max_norm"])
-        because = "always for Transformers" if clip["always"] else "--issue gradient-explosion"
-        trace.append(Decision("gradient processing", "Gradient explosion", f"clip_by_global_norm({_n(clip_norm)}) first", f"{because}; {clip['note']}"))
-    clip_delta = None
-    if "gradient-noise" in request.issues:
-        clip_delta = float(t["clipping"]["gradient_noise_max_delta"])
-        trace.append(Decision("gradient processing", "Gradient noise", f"clip({_n(clip_delta)})", "--issue gradient-noise: element-wise clip of each gradient"))
-    if "slow-convergence" in request.issues:
-        trace.append(Decision("known issue", "Slow convergence", "no change to the chain",
-                              "sgd is kept because of --memory-constrained; Adam-family optimizers converge faster if memory allows" if optimizer in ("sgd", "lars")
-                              else f"{optimizer} is already adaptive; check the LR first (see monitoring)"))
-    return Recommendation(request, row, optimizer, base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
-                          warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, trace, decay_follows_schedule)
+    # Step 3: gradient processing, and the known issues that change nothing in the chain.
+    def gradient_processing(self, optimizer: str) -> tuple[Optional[float], Optional[float]]:
+        req = self.req
+        clip = self.t["clipping"]["arch"][req.arch]
+        clip_norm = clip_delta = None
+        if clip["always"] or "gradient-explosion" in req.issues:
+            clip_norm = float(clip["max_norm"])
+            because = "always for Transformers" if clip["always"] else "--issue gradient-explosion"
+            self.trace.append(Decision("gradient processing", "Gradient explosion", f"clip_by_global_norm({_n(clip_norm)}) first",
+                                       f"{because}; {clip['note']}"))
+        if "gradient-noise" in req.issues:
+            clip_delta = float(self.t["clipping"]["gradient_noise_max_delta"])
+            self.trace.append(Decision("gradient processing", "Gradient noise", f"clip({_n(clip_delta)})",
+                                       "--issue gradient-noise: element-wise clip of each gradient"))
+        if "slow-convergence" in req.issues:
+            why = (f"{optimizer} is kept because of --memory-constrained; Adam-family optimizers converge faster if memory allows"
+                   if req.memory_constrained and optimizer in ("sgd", "lars") else f"{optimizer} is the protocol's choice here; check the LR first (see monitoring)")
+            self.trace.append(Decision("known issue", "Slow convergence", "no change to the chain", why))
+        return clip_norm, clip_delta
 
 
 def settings_overrides(settings) -> tuple[dict, list[str]]:
