@@ -42,7 +42,7 @@ class Verification:
             for r in self.rows
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        return ["  " + "  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] for row in rows]
+        return [("  " + "  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3]).rstrip() for row in rows]
 
 
 def verify(rec: Recommendation, worker) -> Verification:
