@@ -49,6 +49,9 @@ class RuleOption:
     type: str
     default: Any
     doc: str
+    # "protocol:warmup.min_fraction": the default is read from a data table, so a
+    # threshold shared by the rules and `optax-lint recommend` is written once.
+    default_from: str = ""
 
     def check(self, value: Any) -> bool:
         if self.type == "bool":
@@ -136,7 +139,7 @@ def _load_rule(path: Path) -> RuleSpec:
         data = tomllib.load(fh)
     try:
         options = {
-            name: RuleOption(name, o["type"], o["default"], o.get("doc", ""))
+            name: RuleOption(name, o["type"], _option_default(o), o.get("doc", ""), o.get("default_from", ""))
             for name, o in data.get("options", {}).items()
         }
         fix = data.get("fix", "none")
@@ -171,6 +174,24 @@ def load_catalogue() -> dict[str, RuleSpec]:
             raise CatalogueError(f"{path.name} declares code {spec.code}")
         specs[spec.code] = spec
     return dict(sorted(specs.items()))
+
+
+def _option_default(option: dict) -> Any:
+    if "default_from" not in option:
+        return option["default"]
+    return table_value(option["default_from"])
+
+
+def table_value(reference: str) -> Any:
+    """`protocol:warmup.min_fraction` -> that value of rules/protocol.toml."""
+    name, _, dotted = reference.partition(":")
+    value: Any = load_table(name)
+    try:
+        for key in dotted.split("."):
+            value = value[key]
+    except (KeyError, TypeError):
+        raise KeyError(f"{reference} is not in rules/{name}.toml") from None
+    return value
 
 
 def load_table(name: str) -> dict:

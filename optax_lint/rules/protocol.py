@@ -363,6 +363,8 @@ def learning_rate_peak(ctx: Context, step: Step) -> tuple[Optional[float], Optio
     if origin.args is None:
         return None, None
     if step.primitive == "scale":
+        if "step_size" in step.const:
+            return None, None  # a built-in sign flip (adafactor's trailing scale(-1)), not a learning rate
         value = step.arg_value("step_size")
         return (-value, origin.call) if _number(value) and value < 0 else (None, None)
     if step.primitive != "scale_by_learning_rate":

@@ -36,6 +36,7 @@ from ..extract.schedule_facts import (
 from ..extract.schedules import Schedule
 from ..extract.values import single_binding
 from ..extract.walker import walk
+from ..protocol_table import suggested_warmup, warmup_range
 from .base import Context, Rule, describe, register
 
 
@@ -80,28 +81,6 @@ def _fine_tune(facts) -> Optional[Any]:
     if entry is not None and entry.value is True:
         return entry
     return None
-
-
-def warmup_range(steps: Optional[int], transformer: bool, lo_frac: float, hi_frac: float, tf_min: int) -> tuple[float, float]:
-    """The protocol's warmup range: 1-5% of the run, at least 2000 steps on a Transformer."""
-    lo = math.ceil(lo_frac * steps) if steps is not None else 0
-    hi = math.floor(hi_frac * steps) if steps is not None else math.inf
-    if transformer and tf_min > lo:
-        lo = tf_min
-        if hi < lo:
-            hi = math.inf  # the two rules of thumb conflict on shorter runs: only the minimum holds
-    return lo, hi
-
-
-def suggested_warmup(steps: int, transformer: bool, lo_frac: float = 0.01, hi_frac: float = 0.05, tf_min: int = 2000) -> int:
-    """2% of the run inside the recommended range, at most 10% of it, except that a
-    Transformer's 2000-step minimum wins when it still leaves most of the run to decay
-    (so OPX301's fix never builds a warmup OPX302 would report)."""
-    lo, hi = warmup_range(steps, transformer, lo_frac, hi_frac, tf_min)
-    warmup = min(max(round(0.02 * steps), lo), hi, round(0.1 * steps))
-    if lo <= steps / 4:
-        warmup = max(warmup, lo)
-    return max(1, int(warmup))
 
 
 def _optax_base(facts, call: Optional[cst.Call], scope) -> Optional[cst.BaseExpression]:

@@ -101,6 +101,9 @@ class SpecBuilder:
             return {**outer, "then": {"args": args, "kwargs": kwargs}}
         key = self._api_key(func, scope)
         if key is None:
+            value = value_of(call, scope)  # min(2000 * NUM_DEVICES, 2500): a static value, not a call to run
+            if not isinstance(value, Unknown):
+                return _literal(value, call)
             name = cst.Module([]).code_for_node(func)
             raise NotVerifiable(f"{name[:60]}(...) is not a whitelisted optax constructor", call)
         args, kwargs = self._arguments(call, scope, depth)
