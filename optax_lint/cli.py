@@ -223,7 +223,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         # With --verify, JSON carries the findings and the per-pipeline evidence.
         text = json.dumps({"findings": json.loads(text or "[]"), "verification": [r.to_dict() for r in outcome.verification]}, indent=2) + "\n"
     if text:
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(text, nl=not text.endswith("\n"), color=report.color)  # FORCE_COLOR survives a pipe
     if verify and fmt != "json" and outcome.verification:
         from .verify.report import render as render_verification
 
@@ -365,7 +365,7 @@ def _context_steps(text: str, path: str) -> Optional[int]:
 @main.command("rule")
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="text (the documentation as Markdown) or json.")
 def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
     """Explain a rule (by code or name), or list them all with --all."""
     from .catalogue import load_catalogue
