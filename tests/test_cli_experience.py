@@ -56,10 +56,11 @@ def run(args, cwd: Path):
         os.chdir(old)
 
 
-def process(args, cwd: Path) -> subprocess.CompletedProcess:
+def process(args, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    env.setdefault("OPTAX_LINT_CACHE_DIR", str(cwd / ".cache"))  # --verify's compilation cache
     return subprocess.run(
-        [sys.executable, "-m", "optax_lint", *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "optax_lint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 

@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from optax_lint.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.test_cli_experience import process, run
 
 WARMUP_COSINE = textwrap.dedent(
     """\
@@ -43,23 +37,6 @@ JOINED = textwrap.dedent(
     """
 )
 BROKEN = "import optax\nschedule = optax.linear_schedule(0.0, 1e-3, 100\n"
-
-
-def run(args, cwd: Path, monkeypatch=None):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
-def process(args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    env.setdefault("OPTAX_LINT_CACHE_DIR", str(cwd / ".cache"))
-    return subprocess.run(
-        [sys.executable, "-m", "optax_lint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 def _hide(monkeypatch, *names: str) -> None:
