@@ -14,11 +14,14 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .discovery import Discovery
 
 # Words users type for a command that is spelled differently (or is an option here).
 _COMMAND_ALIASES = {"help": "optax-lint --help", "version": "optax-lint --version"}
@@ -236,7 +239,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     sys.exit(0 if exit_zero or failing == 0 else 1)
 
 
-def _discover(paths: tuple[str, ...], settings) -> tuple["discovery.Discovery", set[str]]:  # noqa: F821
+def _discover(paths: tuple[str, ...], settings) -> tuple[Discovery, set[str]]:
     """The files under `paths`, and the paths that do not exist (a usage error, exit 2,
     as in ruff). Warns on stderr when nothing to lint was found."""
     from . import discovery
@@ -325,7 +328,10 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
                     unreadable += 1
                     continue
                 total = steps if steps is not None else _context_steps(text, result.path)
-                drawn, undrawable = plot_text(text, result.path, worker, total_steps=total)
+                try:
+                    drawn, undrawable = plot_text(text, result.path, worker, total_steps=total)
+                except Exception as exc:  # never a traceback: say which file, and go on
+                    drawn, undrawable = [], [f"{result.path}: not drawable: {type(exc).__name__}: {exc}"]
                 series.extend(drawn)
                 problems.extend(undrawable)
     except VerifyUnavailable as exc:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.test_packaging import hook_repo  # noqa: F401 (a fixture: this checkout, committed in a repository of its own)
 
 try:
     import tomllib
@@ -61,22 +62,6 @@ def _git(args, cwd) -> str:
     return proc.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory) -> Path:
-    """This checkout (working tree included) committed in a repository of its own."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    repo = tmp_path_factory.mktemp("optax-lint-snapshot")
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
-        shutil.copy2(ROOT / name, repo / name)
-    for name in ("optax_lint", "rules", "examples"):
-        shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(["init", "-q", "-b", "main"], repo)
-    _git(["add", "-A"], repo)
-    _git(["commit", "-qm", "snapshot"], repo)
-    return repo
-
-
 def _env(home: Path, tmp_path_factory, **extra) -> dict:
     env = dict(os.environ)
     env.update(HOME=str(home), PATH=BIN + os.pathsep + env.get("PATH", ""), **extra)
@@ -90,7 +75,7 @@ def _env(home: Path, tmp_path_factory, **extra) -> dict:
 # --------------------------------------------------------------------------- pre-commit
 
 
-def test_pre_commit_recipe_works_as_written(tmp_path: Path, snapshot: Path, tmp_path_factory) -> None:
+def test_pre_commit_recipe_works_as_written(tmp_path: Path, hook_repo: Path, tmp_path_factory) -> None:
     text = section("pre-commit")
     assert "your-org" not in text and "v0.1.0" not in text
     (recipe,) = [b for b in blocks(text, "sh") if ".pre-commit-config.yaml" in b]
@@ -100,7 +85,7 @@ def test_pre_commit_recipe_works_as_written(tmp_path: Path, snapshot: Path, tmp_
     assert clone_dir.startswith("~/")
     clone = home / clone_dir[2:]
     clone.parent.mkdir(parents=True)
-    _git(["clone", "-q", str(snapshot), str(clone)], tmp_path)
+    _git(["clone", "-q", str(hook_repo), str(clone)], tmp_path)
     sha = _git(["rev-parse", "HEAD"], clone)
 
     user = tmp_path / "user"
@@ -127,7 +112,7 @@ def test_pre_commit_recipe_works_as_written(tmp_path: Path, snapshot: Path, tmp_
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_verify_hook_dependencies_match_the_verify_extra(tmp_path: Path, snapshot: Path, tmp_path_factory) -> None:
+def test_verify_hook_dependencies_match_the_verify_extra(tmp_path: Path, hook_repo: Path, tmp_path_factory) -> None:
     import yaml
 
     text = section("pre-commit")
@@ -139,9 +124,9 @@ def test_verify_hook_dependencies_match_the_verify_extra(tmp_path: Path, snapsho
     imported = [req for req in extra if req.split(">")[0].split("=")[0] in ("jax", "optax")]
     assert sorted(entry["additional_dependencies"]) == sorted(imported)
     # And pre-commit accepts the hook as the README writes it.
-    sha = _git(["rev-parse", "HEAD"], snapshot)
+    sha = _git(["rev-parse", "HEAD"], hook_repo)
     config = tmp_path / ".pre-commit-config.yaml"
-    config.write_text(yaml.safe_dump({"repos": [{"repo": str(snapshot), "rev": sha, "hooks": [entry]}]}))
+    config.write_text(yaml.safe_dump({"repos": [{"repo": str(hook_repo), "rev": sha, "hooks": [entry]}]}))
     proc = _run(["pre-commit", "validate-config", str(config)], tmp_path, env=_env(tmp_path, tmp_path_factory))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -149,7 +134,7 @@ def test_verify_hook_dependencies_match_the_verify_extra(tmp_path: Path, snapsho
 # --------------------------------------------------------------------------- CI
 
 
-def test_ci_job_installs_from_git_at_a_real_rev_and_lints(tmp_path: Path, snapshot: Path, tmp_path_factory) -> None:
+def test_ci_job_installs_from_git_at_a_real_rev_and_lints(tmp_path: Path, hook_repo: Path, tmp_path_factory) -> None:
     import yaml
 
     text = section("CI")
@@ -166,8 +151,8 @@ def test_ci_job_installs_from_git_at_a_real_rev_and_lints(tmp_path: Path, snapsh
     # setup-python brings a current pip (a 2023 pip rejects `name @ git+file:///...`).
     proc = _run([sys.executable, "-m", "venv", "--upgrade-deps", str(venv)], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    sha = _git(["rev-parse", "HEAD"], snapshot)
-    env = _env(tmp_path, tmp_path_factory, OPTAX_LINT_GIT=snapshot.as_uri(), OPTAX_LINT_REV=sha)
+    sha = _git(["rev-parse", "HEAD"], hook_repo)
+    env = _env(tmp_path, tmp_path_factory, OPTAX_LINT_GIT=hook_repo.as_uri(), OPTAX_LINT_REV=sha)
     env["PATH"] = str(venv / "bin") + os.pathsep + env["PATH"]  # as setup-python puts its python first
     env.pop("PYTHONPATH", None)
     proc = _run(["bash", "-euo", "pipefail", "-c", install], tmp_path, env=env)
@@ -184,10 +169,10 @@ def test_ci_job_installs_from_git_at_a_real_rev_and_lints(tmp_path: Path, snapsh
 # --------------------------------------------------------------------------- set up
 
 
-def test_first_set_up_command_works_as_written(tmp_path: Path, snapshot: Path) -> None:
+def test_first_set_up_command_works_as_written(tmp_path: Path, hook_repo: Path) -> None:
     (command, tests_command) = blocks(section("Set up"), "sh")
     checkout = tmp_path / "checkout"
-    _git(["clone", "-q", str(snapshot), str(checkout)], tmp_path)
+    _git(["clone", "-q", str(hook_repo), str(checkout)], tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = _run(["bash", "-euo", "pipefail", "-c", command.strip()], checkout, env=env)
     # The README says it: the example has findings, so the last command exits 1.
