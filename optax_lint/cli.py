@@ -36,7 +36,7 @@ class _DefaultToCheck(click.Group):
             if args and args[0] in ("--help", "-h") and len(args) == 1:
                 return super().parse_args(ctx, args)
             if args and not args[0].startswith("-"):
-                _reject_mistyped_command(args[0], list(self.commands))
+                _reject_mistyped_command(args, list(self.commands))
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
@@ -54,17 +54,23 @@ class _DefaultToCheck(click.Group):
         self.format_commands(ctx, formatter)
 
 
-def _reject_mistyped_command(word: str, commands: list[str]) -> None:
-    """`optax-lint rules X` would lint a path named `rules`: when no such path exists
-    and the word looks like a command, say which command was meant (exit 2)."""
-    if os.path.exists(word):
-        return
+def _reject_mistyped_command(args: list[str], commands: list[str]) -> None:
+    """`optax-lint rules X` would lint paths named `rules` and `X`: when the first word
+    looks like a command and it (or the word after it) is no existing path, say which
+    command was meant (exit 2). A word that exists as a path is linted as usual."""
+    word = args[0]
+    if "/" in word or os.sep in word or "." in word:
+        return  # spelled as a path
     suggestion = _COMMAND_ALIASES.get(word.lower())
     if suggestion is None:
         close = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.6)
         suggestion = f"optax-lint {close[0]}" if close else None
-    if suggestion is not None:
-        _fail(f"{word!r} is neither a file nor a directory nor a command; did you mean `{suggestion}`?")
+    if suggestion is None:
+        return
+    if not os.path.exists(word):
+        _fail(f"{word!r} is neither a file, a directory nor a command; did you mean `{suggestion}`?")
+    if len(args) > 1 and not args[1].startswith("-") and not os.path.exists(args[1]):
+        _fail(f"{args[1]!r} is neither a file nor a directory, and {word!r} is not a command; did you mean `{suggestion}`?")
 
 
 def _split_codes(values: tuple[str, ...]) -> Optional[list[str]]:

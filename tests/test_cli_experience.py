@@ -256,6 +256,16 @@ def test_a_path_that_exists_is_linted_even_if_it_looks_like_a_command(tmp_path: 
     proc = process(["rules", "--output-format", "concise"], tmp_path)
     assert proc.returncode == 1
     assert proc.stdout.startswith("rules/train.py:5:5: OPX101")
+    assert "did you mean" not in proc.stderr
+    # `rules OPX101` with a `rules/` directory (as in this repository): OPX101 is no path.
+    proc = process(["rules", "OPX101"], tmp_path)
+    assert proc.returncode == 2
+    assert "'OPX101' is neither a file nor a directory, and 'rules' is not a command; did you mean `optax-lint rule`?" in proc.stderr
+    assert proc.stdout == ""
+    # Spelled as a path, it is one: no suggestion, the usual missing-path error.
+    proc = process(["./rule"], tmp_path)
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr
+    assert "./rule: no such file or directory" in proc.stderr
 
 
 def test_a_missing_path_that_looks_like_nothing_gets_no_suggestion(tmp_path: Path) -> None:
