@@ -182,3 +182,21 @@ def test_first_set_up_command_works_as_written(tmp_path: Path, hook_repo: Path) 
     extras = re.search(r"\.\[([\w,]+)\]", tests_command).group(1).split(",")
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(extras) <= set(declared)
+
+
+def test_readme_documents_every_option() -> None:
+    import click
+
+    from optax_lint.cli import main
+
+    undocumented = [
+        f"{name} {opt}"
+        for name, command in main.commands.items()
+        for param in command.params
+        if isinstance(param, click.Option)
+        for opt in param.opts + param.secondary_opts
+        if not re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", README)
+    ]
+    assert undocumented == []
+    for word in ("optax-lint schedule", "--verify", "-j", "--exit-zero", "-q", "--show-context", "--fail-level"):
+        assert word in README
