@@ -8,17 +8,23 @@ never shows a traceback.
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
 from . import __version__
 
-_SUBCOMMANDS = ("check", "rule", "schedule", "recommend")
+if TYPE_CHECKING:
+    from .discovery import Discovery
+
+# Words users type for a command that is spelled differently (or is an option here).
+_COMMAND_ALIASES = {"help": "optax-lint --help", "version": "optax-lint --version"}
 
 
 class _DefaultToCheck(click.Group):
@@ -29,8 +35,42 @@ class _DefaultToCheck(click.Group):
         if not args or args[0] not in self.commands:
             if args and args[0] in ("--help", "-h") and len(args) == 1:
                 return super().parse_args(ctx, args)
+            if args and not args[0].startswith("-"):
+                _reject_mistyped_command(args, list(self.commands))
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.command_path, "[OPTIONS] [PATHS]...")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+    def format_options(self, ctx, formatter):
+        """Top-level help lists the lint options: `optax-lint [OPTIONS] [PATHS]` is `check`."""
+        check = self.commands["check"]
+        sub = click.Context(check, info_name="check", parent=ctx)
+        rows = [r for p in check.get_params(sub) if isinstance(p, click.Option) and (r := p.get_help_record(sub))]
+        with formatter.section("Options (linting, the default command `check`)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
+
+def _reject_mistyped_command(args: list[str], commands: list[str]) -> None:
+    """`optax-lint rules X` would lint paths named `rules` and `X`: when the first word
+    looks like a command and it (or the word after it) is no existing path, say which
+    command was meant (exit 2). A word that exists as a path is linted as usual."""
+    word = args[0]
+    if "/" in word or os.sep in word or "." in word:
+        return  # spelled as a path
+    suggestion = _COMMAND_ALIASES.get(word.lower())
+    if suggestion is None:
+        close = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.6)
+        suggestion = f"optax-lint {close[0]}" if close else None
+    if suggestion is None:
+        return
+    if not os.path.exists(word):
+        _fail(f"{word!r} is neither a file, a directory nor a command; did you mean `{suggestion}`?")
+    if len(args) > 1 and not args[1].startswith("-") and not os.path.exists(args[1]):
+        _fail(f"{args[1]!r} is neither a file nor a directory, and {word!r} is not a command; did you mean `{suggestion}`?")
 
 
 def _split_codes(values: tuple[str, ...]) -> Optional[list[str]]:
@@ -64,6 +104,7 @@ def main() -> None:
     optax-lint train.py            lint a file (or directories; default: .)
     optax-lint train.py --fix      apply safe fixes
     optax-lint rule OPX101         explain a rule
+    optax-lint schedule train.py   draw the learning-rate schedules
     """
 
 
@@ -75,7 +116,10 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. OPX1.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github"]), default=None)
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github"]), default=None,
+              help="How findings are printed: full (code frames, default), concise (one line each), json, github (PR annotations).")
+@click.option("--fail-level", type=click.Choice(["error", "warning", "info"]), default=None,
+              help="Lowest severity that fails the run (exit 1). Default: warning, so info findings are shown but never block.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, help="Use this optax-lint.toml or pyproject.toml.")
 @click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
@@ -89,12 +133,12 @@ def main() -> None:
 @click.option("--show-context", is_flag=True, help="Print each file's run context with its provenance, and the rules it leaves silent.")
 @click.option("--max-file-size", "max_file_size", default=None, metavar="SIZE",
               help="Report files larger than SIZE (bytes, or e.g. 512KB, 8MB; default 8MB) as OPX003 without reading them.")
-@click.version_option(__version__, "--version", prog_name="optax-lint")
+@click.version_option(__version__, "--version", "-V", prog_name="optax-lint", help="Show the version and exit.")
 def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_format, exit_zero, config_file,
           statistics, quiet, force_exclude, show_traceback, jobs, context_items=(), show_context=False,
-          verify=False, max_file_size=None) -> None:
+          verify=False, max_file_size=None, fail_level=None) -> None:
     """Lint PATHS (files or directories; default: the current directory)."""
-    from . import api, discovery
+    from . import api
     from .config import ConfigError, load_settings
     from .reporters import ReportOptions, render, use_color
 
@@ -107,6 +151,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         "fix": fix,
         "unsafe_fixes": unsafe_fixes,
         "force_exclude": force_exclude,
+        "fail_level": fail_level,
     }
     try:
         settings = load_settings(config=config_file, start=start if start.exists() else Path.cwd(), overrides=overrides)
@@ -121,14 +166,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     except ContextError as exc:
         _fail(str(exc))
 
-    found = discovery.discover(
-        list(paths) or ["."],
-        root=settings.root,
-        exclude=settings.exclude if settings.exclude is not None else discovery.DEFAULT_EXCLUDE,
-        extend_exclude=settings.extend_exclude,
-        force_exclude=settings.force_exclude,
-        respect_gitignore=settings.respect_gitignore,
-    )
+    found, missing = _discover(paths, settings)
     options = api.RunOptions(
         fix=bool(settings.fix) and not diff,
         unsafe_fixes=bool(settings.unsafe_fixes),
@@ -160,6 +198,8 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     outcome = api.run(found.files, settings, options)
     from . import engine
     for problem in found.problems:
+        if problem.path in missing:
+            continue  # a usage error, reported below, not a finding
         result = api.FileResult(problem.path)
         result.findings.append(engine.meta_finding(engine.IO_ERROR, problem.path, problem.message))
         outcome.results.append(result)
@@ -171,72 +211,154 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         statistics=statistics,
         quiet=quiet,
         fixed_total=outcome.fixed if options.fix else 0,
+        fail_level=settings.fail_level,
     )
+    if worker is not None:
+        worker.close()
     if diff:
         diffs = [r.diff for r in sorted(outcome.results, key=lambda r: r.path) if r.diff]
         if diffs:
             click.echo("".join(diffs), nl=False)
-        if not quiet:
+        unreadable = _report_unfixable(outcome.findings)
+        if not quiet and not unreadable:
             would = sum(r.fixed for r in outcome.results)
             click.echo(f"Would fix {would} problem{'s' if would != 1 else ''}." if would else "No fixes available.", err=True)
-        sys.exit(2 if outcome.internal_errors else (1 if diffs and not exit_zero else 0))
-    if worker is not None:
-        worker.close()
+        _report_missing(missing)
+        if outcome.internal_errors or missing:
+            sys.exit(2)
+        sys.exit(1 if (diffs or unreadable) and not exit_zero else 0)
     text = render(outcome.results, fmt, sources=outcome.sources, options=report)
     if verify and fmt == "json":
         # With --verify, JSON carries the findings and the per-pipeline evidence.
         text = json.dumps({"findings": json.loads(text or "[]"), "verification": [r.to_dict() for r in outcome.verification]}, indent=2) + "\n"
     if text:
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(text, nl=not text.endswith("\n"), color=report.color)  # FORCE_COLOR survives a pipe
     if verify and fmt != "json" and outcome.verification:
         from .verify.report import render as render_verification
 
         click.echo("\nVerification (chains built under JAX from the extracted spec; your file was not run):")
         click.echo(render_verification(outcome.verification), nl=False)
-    remaining = sum(1 for r in outcome.results for f in r.findings)
-    if outcome.internal_errors:
+    failing = sum(1 for r in outcome.results for f in r.findings if settings.fails(f.severity))
+    _report_missing(missing)
+    if outcome.internal_errors or missing:
         sys.exit(2)
-    sys.exit(0 if exit_zero or remaining == 0 else 1)
+    sys.exit(0 if exit_zero or failing == 0 else 1)
+
+
+def _discover(paths: tuple[str, ...], settings) -> tuple[Discovery, set[str]]:
+    """The files under `paths`, and the paths that do not exist (a usage error, exit 2,
+    as in ruff). Warns on stderr when nothing to lint was found."""
+    from . import discovery
+
+    missing = {p for p in paths if not os.path.exists(p)}
+    found = discovery.discover(
+        list(paths) or ["."],
+        root=settings.root,
+        exclude=settings.exclude if settings.exclude is not None else discovery.DEFAULT_EXCLUDE,
+        extend_exclude=settings.extend_exclude,
+        force_exclude=settings.force_exclude,
+        respect_gitignore=settings.respect_gitignore,
+    )
+    if not found.files and not found.problems:
+        where = ", ".join(paths) if paths else "the current directory"
+        click.echo(f"optax-lint: warning: no Python files found in {where}", err=True)
+    return found, missing
+
+
+def _report_missing(missing: set[str]) -> None:
+    for path in sorted(missing):
+        click.echo(f"optax-lint: error: {path}: no such file or directory", err=True)
+
+
+def _report_unfixable(findings) -> int:
+    """--diff: files that could not be read or parsed get no diff; say so (stderr)."""
+    from . import engine
+    from .reporters import ReportOptions, use_color
+    from .reporters.concise import header
+
+    blocked = [f for f in findings if f.code in (engine.SYNTAX_ERROR, engine.IO_ERROR)]
+    options = ReportOptions(color=use_color(sys.stderr))
+    for finding in blocked:
+        click.echo(header(finding, options), err=True)
+    if blocked:
+        files = len({f.path for f in blocked})
+        click.echo(f"optax-lint: error: {files} file{'s' if files != 1 else ''} could not be read or parsed; no fixes computed for {'them' if files != 1 else 'it'}.", err=True)
+    return len(blocked)
 
 
 @main.command("schedule")
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--png", "png", type=click.Path(path_type=Path), default=None, help="Also write a matplotlib figure.")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--png", "png", type=click.Path(path_type=Path), default=None,
+              help="Also draw the schedules into this PNG file (with matplotlib, which optax-lint[verify] installs).")
 @click.option("--steps", type=int, default=None, help="Training length in optimizer steps (marks the training end).")
-@click.option("--width", type=int, default=72, show_default=True)
-@click.option("--height", type=int, default=12, show_default=True)
-def schedule(path: Path, png: Optional[Path], steps: Optional[int], width: int, height: int) -> None:
-    """Draw each learning-rate schedule in PATH (sampled with real optax; PATH is never run)."""
-    from .source import SourceError, read_source
-    from .verify.plot import plot_text, render_chart, write_png
-    from .verify.runner import VerifyUnavailable, Worker
+@click.option("--width", type=int, default=72, show_default=True, help="Chart width in terminal columns.")
+@click.option("--height", type=int, default=12, show_default=True, help="Chart height in terminal rows.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, help="Use this optax-lint.toml or pyproject.toml (for excludes).")
+def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], width: int, height: int,
+             config_file: Optional[Path] = None) -> None:
+    """Draw each learning-rate schedule in PATHS (files or directories; default: .),
+    sampled with real optax from the extracted arguments; your files are never run.
+    Needs optax-lint[verify] (jax and optax)."""
+    from . import api
+    from .config import ConfigError, load_settings
+    from .reporters import ReportOptions, use_color
+    from .reporters.concise import header
+    from .verify.plot import plot_text, png_unavailable, render_chart, write_png
+    from .verify.runner import VerifyUnavailable, Worker, check_available
 
     try:
-        source = read_source(path)
-    except SourceError as exc:
-        _fail(f"{path}: {exc}")
-    try:
-        with Worker() as worker:
-            total = steps
-            if total is None:
-                total = _context_steps(source.text, str(path))
-            series, problems = plot_text(source.text, str(path), worker, total_steps=total)
+        check_available("`optax-lint schedule` (it samples each schedule with real optax)")
     except VerifyUnavailable as exc:
         _fail(str(exc))
-    except Exception as exc:  # a parse error in the file, reported without a traceback
-        _fail(f"{path}: {exc}")
+    if png is not None and png_unavailable():
+        _fail(png_unavailable())
+    start = Path(paths[0]) if paths else Path.cwd()
+    try:
+        # Only OPX001/OPX003 run: a file that cannot be read or parsed is reported as `check` reports it.
+        settings = load_settings(config=config_file, start=start if start.exists() else Path.cwd(), overrides={"select": ["OPX001"]})
+    except ConfigError as exc:
+        _fail(str(exc))
+    found, missing = _discover(paths, settings)
+    from .engine import IO_ERROR, meta_finding
+
+    broken = [meta_finding(IO_ERROR, p.path, p.message) for p in found.problems if p.path not in missing]
+    shown = ReportOptions(color=use_color(sys.stdout))
+    series, problems, unreadable = [], [], 0
+    try:
+        with Worker() as worker:
+            for path in found.files:
+                result, text, _ = api.lint_file(path, settings, api.RunOptions())
+                if result.findings or text is None:
+                    for finding in result.findings:
+                        click.echo(header(finding, shown))
+                    unreadable += 1
+                    continue
+                total = steps if steps is not None else _context_steps(text, result.path)
+                try:
+                    drawn, undrawable = plot_text(text, result.path, worker, total_steps=total)
+                except Exception as exc:  # never a traceback: say which file, and go on
+                    drawn, undrawable = [], [f"{result.path}: not drawable: {type(exc).__name__}: {exc}"]
+                series.extend(drawn)
+                problems.extend(undrawable)
+    except VerifyUnavailable as exc:
+        _fail(str(exc))
+    for finding in broken:
+        click.echo(header(finding, shown))
     for item in series:
         click.echo(render_chart(item, width=max(20, width), height=max(4, height)))
     for problem in problems:
         click.echo(problem)
-    if not series and not problems:
-        click.echo(f"{path}: no optax schedule found")
+    if found.files and not series and not problems and not unreadable:
+        click.echo(f"no optax schedule found in {', '.join(paths) if paths else 'the current directory'}")
     if png is not None and series:
         error = write_png(series, str(png))
         if error:
             _fail(error)
         click.echo(f"wrote {png}")
-    sys.exit(0 if series or not problems else 1)
+    _report_missing(missing)
+    if missing:
+        sys.exit(2)
+    sys.exit(1 if unreadable or broken or (problems and not series) else 0)
 
 
 def _context_steps(text: str, path: str) -> Optional[int]:
@@ -301,7 +423,7 @@ def recommend(output: Optional[Path], **values) -> None:
 @main.command("rule")
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="text (the documentation as Markdown) or json.")
 def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
     """Explain a rule (by code or name), or list them all with --all."""
     from .catalogue import load_catalogue

@@ -27,6 +27,10 @@ STANDALONE_NAME = "optax-lint.toml"
 PYPROJECT_NAME = "pyproject.toml"
 TOOL_TABLE = "tool.optax-lint"
 OUTPUT_FORMATS = ("full", "concise", "json", "github")
+# The lowest severity that fails a run (exit 1). Info findings are advice: by default
+# they are shown but do not block a commit or a CI job.
+FAIL_LEVELS = ("error", "warning", "info")
+DEFAULT_FAIL_LEVEL = "warning"
 # Legitimate settings nest 3-4 levels (rules.CODE.option = [..]); anything far deeper
 # is hostile and would blow the stack of whoever walks it later (e.g. the context table).
 MAX_DEPTH = 32
@@ -43,6 +47,7 @@ KNOWN_KEYS = (
     "fix",
     "unsafe-fixes",
     "output-format",
+    "fail-level",
     "respect-gitignore",
     "force-exclude",
     "rules",
@@ -78,6 +83,7 @@ class Settings:
     fix: bool = False
     unsafe_fixes: bool = False
     output_format: str = "full"
+    fail_level: str = DEFAULT_FAIL_LEVEL
     respect_gitignore: bool = True
     force_exclude: bool = False
     rule_options: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -97,12 +103,21 @@ class Settings:
                 codes -= _match(ignored, self.catalogue)
         return codes
 
+    def fails(self, severity: object) -> bool:
+        """Whether a finding of this severity fails the run (exit 1) at `fail_level`."""
+        return severity_fails(severity, self.fail_level)
+
     def option(self, code: str, name: str) -> object:
         opts = self.rule_options.get(code, {})
         for candidate in (name, name.replace("_", "-"), name.replace("-", "_")):
             if candidate in opts:
                 return opts[candidate]
         raise KeyError(f"{code} has no option {name!r}")
+
+
+def severity_fails(severity: object, fail_level: str) -> bool:
+    """error fails at every level, warning at warning and info, info only at info."""
+    return FAIL_LEVELS.index(getattr(severity, "value", severity)) <= FAIL_LEVELS.index(fail_level)
 
 
 # ---------------------------------------------------------------------------- codes
@@ -356,11 +371,11 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
-def _output_format(value: Any, where: str) -> str:
+def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {_type_name(value)}")
-    if value not in OUTPUT_FORMATS:
-        raise ConfigError(f"{where}: invalid value {value!r} (expected one of: {', '.join(OUTPUT_FORMATS)})")
+    if value not in choices:
+        raise ConfigError(f"{where}: invalid value {value!r} (expected one of: {', '.join(choices)})")
     return value
 
 
@@ -431,7 +446,9 @@ def _validate_value(key: str, value: Any, at: str, glob_at: Callable[[str], str]
     if key in _BOOL_KEYS:
         return _bool(value, at)
     if key == "output-format":
-        return _output_format(value, at)
+        return _choice(value, at, OUTPUT_FORMATS)
+    if key == "fail-level":
+        return _choice(value, at, FAIL_LEVELS)
     if key == "per-file-ignores":
         return _per_file_ignores(value, at, glob_at, catalogue)
     raise AssertionError(key)  # pragma: no cover - callers filter keys
@@ -516,7 +533,7 @@ def _merge(file_values: dict, cli: dict, catalogue: dict) -> dict:
             merged[name] = merged.get(name, []) + cli[name]
     if "per_file_ignores" in cli:
         merged["per_file_ignores"] = {**merged.get("per_file_ignores", {}), **cli["per_file_ignores"]}
-    for name in ("exclude", "fix", "unsafe_fixes", "output_format", "respect_gitignore", "force_exclude"):
+    for name in ("exclude", "fix", "unsafe_fixes", "output_format", "fail_level", "respect_gitignore", "force_exclude"):
         if name in cli:
             merged[name] = cli[name]
     return merged

@@ -123,8 +123,8 @@ def test_a_fix_that_would_not_parse_is_never_written(tmp_path, monkeypatch, labe
     before = path.stat().st_mtime_ns
     result = cli(["train.py", "--fix"], tmp_path)
     assert path.read_text() == BAD and path.stat().st_mtime_ns == before
-    assert "train.py:3:37: OPX101 [*] clip_by_global_norm(1.0) runs after adamw(1e-3)" in result.output
-    assert "train.py:3:37: OPX900 the fix for OPX101 at line 3 would not re-parse; it was not applied" in result.output
+    assert "train.py:3:37: OPX101 error [*] clip_by_global_norm(1.0) runs after adamw(1e-3)" in result.output
+    assert "train.py:3:37: OPX900 error the fix for OPX101 at line 3 would not re-parse; it was not applied" in result.output
     assert result.exit_code == 2
     assert _leftovers(tmp_path) == []
 
@@ -166,7 +166,7 @@ def test_file_changed_between_read_and_write_is_not_overwritten(tmp_path, monkey
 
     monkeypatch.setattr(engine, "fix_text", fix_while_the_user_saves)
     result = cli(["--fix", "."], tmp_path)
-    assert "train.py:1:1: OPX003 not fixed: file changed on disk since it was read; not overwritten" in result.output
+    assert "train.py:1:1: OPX003 error not fixed: file changed on disk since it was read; not overwritten" in result.output
     assert "train.py:3:37: OPX101" in result.output  # still reported: it was not fixed
     if change == "edited":
         assert path.read_text() == edited

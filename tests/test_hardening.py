@@ -42,7 +42,7 @@ BAD_CHAIN = "tx = optax.chain(optax.adamw(1e-3), optax.clip_by_global_norm(1.0))
 COMPANION = "zz_companion.py"
 COMPANION_TEXT = "import optax\n\n" + BAD_CHAIN
 COMPANION_LINE = f"{COMPANION}:3:37: OPX101"
-_LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?P<code>OPX\d{3}) (?P<message>.*)$")
+_LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?P<code>OPX\d{3}) (?:error|warning|info) (?P<message>.*)$")
 
 
 def cli(args, cwd: Path):
@@ -478,7 +478,7 @@ def test_internal_error_in_one_rule_is_reported_and_the_run_continues(tree: Path
 
     result = CliRunner().invoke(main, ["--show-traceback", "-j", "1", str(tree / "other.py")], catch_exceptions=False)
     assert result.exit_code == 2
-    assert "OPX900 internal error in OPX102 (decay-after-lr-scaling): KeyError: 'injected failure'." in result.output
+    assert "OPX900 error internal error in OPX102 (decay-after-lr-scaling): KeyError: 'injected failure'." in result.output
     assert "Traceback (most recent call last):" in result.output
     assert 'raise KeyError("injected failure")' in result.output
 

@@ -74,8 +74,8 @@ def hook_repo(tmp_path_factory) -> Path:
     snapshot = tmp_path_factory.mktemp("hook-repo")
     for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
         shutil.copy2(ROOT / name, snapshot / name)
-    shutil.copytree(ROOT / "optax_lint", snapshot / "optax_lint", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "rules", snapshot / "rules")
+    for name in ("optax_lint", "rules", "examples"):
+        shutil.copytree(ROOT / name, snapshot / name, ignore=shutil.ignore_patterns("__pycache__"))
     _git(["init", "-q", "-b", "main"], snapshot)
     _git(["add", "-A"], snapshot)
     _git(["-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "snapshot"], snapshot)

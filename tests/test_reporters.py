@@ -71,7 +71,7 @@ def test_full_single_line_span_with_help_and_related_note():
         related=[Related("chain built here", Span(4, 10, 7, 6)), Related("optimizer", Span(2, 1, 2, 5), path="opt.py")],
     )
     assert out([f]) == (
-        "train.py:6:9: OPX101 [*] clip_by_global_norm(1.0) runs after adamw(...)\n"
+        "train.py:6:9: OPX101 error [*] clip_by_global_norm(1.0) runs after adamw(...)\n"
         "  |\n"
         "5 |         optax.adamw(learning_rate=1e-3),\n"
         "6 |         optax.clip_by_global_norm(1.0),\n"
@@ -90,7 +90,7 @@ def test_full_gutter_is_as_wide_as_the_widest_line_number():
     src = "".join(f"x{i} = {i}\n" for i in range(1, 12))
     f = finding(path="a.py", span=Span(9, 1, 9, 3), message="m")
     assert out([f], sources={"a.py": src}, quiet=True) == (
-        "a.py:9:1: OPX101 m\n"
+        "a.py:9:1: OPX101 error m\n"
         "   |\n"
         " 8 | x8 = 8\n"
         " 9 | x9 = 9\n"
@@ -104,7 +104,7 @@ def test_full_gutter_is_as_wide_as_the_widest_line_number():
 def test_full_multi_line_span_underlines_each_covered_line():
     f = finding("OPX102", span=Span(4, 10, 7, 6), severity=Severity.WARNING, message="chain")
     assert out([f], quiet=True) == (
-        "train.py:4:10: OPX102 chain\n"
+        "train.py:4:10: OPX102 warning chain\n"
         "  |\n"
         "3 | def make():\n"
         "4 |     tx = optax.chain(\n"
@@ -125,7 +125,7 @@ def test_full_span_ending_at_column_1_stops_at_the_previous_line_and_skips_blank
     src = "a = (1,\n\n     2)\nb = 3\n"
     f = finding(path="a.py", span=Span(1, 5, 4, 1), message="m")
     assert out([f], sources={"a.py": src}, quiet=True) == (
-        "a.py:1:5: OPX101 m\n"
+        "a.py:1:5: OPX101 error m\n"
         "  |\n"
         "1 | a = (1,\n"
         "  |     ^^^\n"
@@ -142,7 +142,7 @@ def test_full_long_span_shows_first_and_last_line_around_an_ellipsis():
     src = "".join(f"line{i}\n" for i in range(1, 15))
     f = finding(path="a.py", span=Span(2, 3, 12, 4), message="long")
     assert out([f], sources={"a.py": src}, quiet=True) == (
-        "a.py:2:3: OPX101 long\n"
+        "a.py:2:3: OPX101 error long\n"
         "   |\n"
         " 1 | line1\n"
         " 2 | line2\n"
@@ -163,13 +163,13 @@ def test_full_cjk_characters_take_two_cells():
     g = finding("OPX103", path="c.py", span=Span(1, 15, 1, 16), message="plus")
     text = out([f, g], sources={"c.py": src}, quiet=True)
     assert text == (
-        "c.py:1:10: OPX101 cjk\n"
+        "c.py:1:10: OPX101 error cjk\n"
         "  |\n"
         "1 | label = '学习率' + x\n"
         "  |          ^^^^^^ OPX101\n"
         "  |\n"
         "\n"
-        "c.py:1:15: OPX103 plus\n"
+        "c.py:1:15: OPX103 error plus\n"
         "  |\n"
         "1 | label = '学习率' + x\n"
         "  |                  ^ OPX103\n"
@@ -192,7 +192,7 @@ def test_full_tabs_are_expanded_the_same_way_in_source_and_carets():
     # "\ty\t= 1" -> "    y   = 1": 'y' at cell 4, the second tab fills cells 5-7.
     f = finding(path="t.py", span=Span(2, 2, 2, 5), message="tab")
     assert out([f], sources={"t.py": src}, quiet=True) == (
-        "t.py:2:2: OPX101 tab\n"
+        "t.py:2:2: OPX101 error tab\n"
         "  |\n"
         "1 | if x:\n"
         "2 |     y   = 1\n"
@@ -212,7 +212,7 @@ def test_full_control_characters_in_source_are_not_sent_to_the_terminal():
 def test_full_without_source_prints_header_help_and_notes_only():
     f = finding(fix=fix(Applicability.DISPLAY_ONLY, "do it"), related=[Related("here", Span(4, 10, 4, 21))])
     assert out([f], sources={}, quiet=True) == (
-        "train.py:6:9: OPX101 clip_by_global_norm(1.0) runs after adamw(...)\n"
+        "train.py:6:9: OPX101 error clip_by_global_norm(1.0) runs after adamw(...)\n"
         "  = help: do it\n"
         "  = note: here: train.py:4:10\n"
         "\n"
@@ -233,10 +233,10 @@ def test_findings_are_sorted_across_results_by_path_line_column_code():
     results = [FileResult("b.py", [a]), FileResult("a.py", [b, c, d])]
     text = render(results, "concise", sources={}, options=ReportOptions(quiet=True))
     assert text == (
-        "a.py:1:5: OPX300 a0\n"
-        "a.py:2:1: OPX101 a1\n"
-        "a.py:2:1: OPX102 a2\n"
-        "b.py:1:1: OPX200 b\n"
+        "a.py:1:5: OPX300 error a0\n"
+        "a.py:2:1: OPX101 error a1\n"
+        "a.py:2:1: OPX102 error a2\n"
+        "b.py:1:1: OPX200 error b\n"
     )
 
 
@@ -257,7 +257,7 @@ def test_findings_are_sorted_across_results_by_path_line_column_code():
 def test_fix_marker(applicability, unsafe_fixes, marked):
     f = finding(message="m", fix=fix(applicability))
     line = out([f], "concise", quiet=True, unsafe_fixes=unsafe_fixes)
-    assert line == ("train.py:6:9: OPX101 [*] m\n" if marked else "train.py:6:9: OPX101 m\n")
+    assert line == ("train.py:6:9: OPX101 error [*] m\n" if marked else "train.py:6:9: OPX101 error m\n")
 
 
 def _mix(safe=0, unsafe=0, display=0, plain=0):
@@ -305,13 +305,13 @@ def test_summary_wording(mix, opts, expected):
 def test_full_summary_follows_a_blank_line_and_clean_run_says_all_passed():
     assert out([], "full") == "All checks passed!\n"
     assert out([], "concise") == "All checks passed!\n"
-    assert out(_mix(plain=1), "full", sources={}).endswith("OPX101 m\n\nFound 1 problem.\n")
+    assert out(_mix(plain=1), "full", sources={}).endswith("OPX101 error m\n\nFound 1 problem.\n")
 
 
 def test_quiet_prints_findings_only_and_nothing_when_clean():
     assert out([], "full", quiet=True) == ""
     assert out([], "concise", quiet=True) == ""
-    assert out(_mix(safe=1), "concise", quiet=True) == "train.py:1:1: OPX101 [*] m\n"
+    assert out(_mix(safe=1), "concise", quiet=True) == "train.py:1:1: OPX101 error [*] m\n"
 
 
 def test_statistics_table_sorted_by_count_then_code():
@@ -351,7 +351,7 @@ def test_colour_off_emits_no_escapes():
 def test_colour_on_styles_path_code_carets_and_help():
     f = finding(fix=fix(), severity=Severity.WARNING, message="m")
     lines = out([f], "full", color=True, quiet=True).splitlines()
-    assert lines[0] == "\x1b[1mtrain.py\x1b[0m:6:9: \x1b[33mOPX101\x1b[0m [\x1b[36m*\x1b[0m] m"
+    assert lines[0] == "\x1b[1mtrain.py\x1b[0m:6:9: \x1b[33mOPX101\x1b[0m \x1b[33mwarning\x1b[0m [\x1b[36m*\x1b[0m] m"
     assert lines[4] == "  |         \x1b[33m" + "^" * 30 + "\x1b[0m \x1b[33mOPX101\x1b[0m"
     assert lines[7] == "  \x1b[36m= help: Move clip_by_global_norm(1.0) to the front\x1b[0m"
 
@@ -490,20 +490,20 @@ def test_degenerate_spans_never_break_the_frame():
     past_eol = finding("OPX102", path="z.py", span=Span(2, 3, 2, 9), message="eol")
     past_eof = finding("OPX103", path="z.py", span=Span(9, 1, 9, 2), message="eof")
     assert out([zero, past_eol, past_eof], sources={"z.py": src}, quiet=True) == (
-        "z.py:1:2: OPX101 zero\n"
+        "z.py:1:2: OPX101 error zero\n"
         "  |\n"
         "1 | ab\n"
         "  |  ^ OPX101\n"
         "2 | cd\n"
         "  |\n"
         "\n"
-        "z.py:2:3: OPX102 eol\n"
+        "z.py:2:3: OPX102 error eol\n"
         "  |\n"
         "1 | ab\n"
         "2 | cd\n"
         "  |   ^ OPX102\n"
         "  |\n"
         "\n"
-        "z.py:9:1: OPX103 eof\n"
+        "z.py:9:1: OPX103 error eof\n"
         "\n"
     )

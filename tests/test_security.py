@@ -141,8 +141,8 @@ def test_findings_on_hostile_code_are_the_static_ones(hostile: Path, tmp_path: P
     code, out, _, _ = audited(["-j", "1", "--output-format", "concise", "."], hostile / "shell_in_chain", tmp_path)
     assert code == 1
     assert out.splitlines()[:2] == [
-        "train.py:23:9: OPX101 [*] clip_by_global_norm(...) runs after adamw(...) in this chain: it clips the updates, not the gradients",
-        "train.py:31:9: OPX102 add_decayed_weights(...) runs after adam(...) negated the update: the decay is added with the wrong sign, so weights grow every step",
+        "train.py:23:9: OPX101 error [*] clip_by_global_norm(...) runs after adamw(...) in this chain: it clips the updates, not the gradients",
+        "train.py:31:9: OPX102 error add_decayed_weights(...) runs after adam(...) negated the update: the decay is added with the wrong sign, so weights grow every step",
     ]
 
 
@@ -229,7 +229,7 @@ def test_a_notebook_named_explicitly_is_reported_not_linted(hostile: Path, tmp_p
     _huge_notebook(tree / "huge.ipynb", 40)
     code, out, _, data = audited(["--output-format", "concise", "notebook_with_output.ipynb", "huge.ipynb"], tree, tmp_path)
     assert code == 1
-    message = "OPX003 not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
+    message = "OPX003 error not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
     assert out.splitlines()[:2] == [f"huge.ipynb:1:1: {message}", f"notebook_with_output.ipynb:1:1: {message}"]
     assert not [e for e in data["events"] if e[0].startswith("open") and e[1].endswith(".ipynb")]
     assert_nothing_ran(data, tree)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 from ..diagnostics import FileResult, Finding
 
@@ -21,6 +21,7 @@ class ReportOptions:
     statistics: bool = False  # a per-code table instead of the findings
     quiet: bool = False  # findings only: no summary line
     fixed_total: int = 0  # fixes applied in this run, for "(K fixed, M remaining)"
+    fail_level: Optional[str] = None  # --fail-level: the summary says which findings do not fail the run
 
 
 # Imported after ReportOptions so the format modules can be loaded in any order.

@@ -1,4 +1,4 @@
-"""The concise format, `path:line:col: CODE [*] message`, and the styling it shares.
+"""The concise format, `path:line:col: CODE severity [*] message`, and the styling it shares.
 
 The full format's first line is exactly this line, so the header lives here.
 """
@@ -32,11 +32,17 @@ def fix_marker(options: ReportOptions) -> str:
 
 
 def header(finding: Finding, options: ReportOptions) -> str:
-    """`path:line:col: CODE [*] message`; [*] only when --fix would apply the fix."""
+    """`path:line:col: CODE severity [*] message`; [*] only when --fix would apply the fix.
+
+    The code stays right after the position, where flake8/ruff-style parsers and greps
+    look for it; the severity word follows, so it is readable without colour.
+    """
     where = f"{paint(finding.path, BOLD, options)}:{finding.span.line}:{finding.span.column}:"
-    code = paint(finding.code, SEVERITY_COLOR[finding.severity], options)
+    color = SEVERITY_COLOR[finding.severity]
+    code = paint(finding.code, color, options)
+    severity = paint(finding.severity.value, color, options)
     marker = fix_marker(options) + " " if finding.fixable(options.unsafe_fixes) else ""
-    return f"{where} {code} {marker}{finding.message}"
+    return f"{where} {code} {severity} {marker}{finding.message}"
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:

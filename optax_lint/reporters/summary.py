@@ -49,6 +49,21 @@ def summary_line(findings: list[Finding], options: ReportOptions) -> str:
     return f"Found {_plural(remaining, 'problem')}" + (f" ({hint})." if hint else ".")
 
 
+def below_fail_level(findings: list[Finding], options: ReportOptions) -> str:
+    """`2 info findings do not fail the run (--fail-level warning).`, or ""."""
+    if options.fail_level is None:
+        return ""
+    from ..config import severity_fails  # late: config loads the catalogue
+
+    below = Counter(f.severity.value for f in findings if not severity_fails(f.severity, options.fail_level))
+    if not below:
+        return ""
+    parts = " and ".join(f"{n} {severity}" for severity, n in sorted(below.items()))
+    count = sum(below.values())
+    verb = "does" if count == 1 else "do"
+    return f"{parts} finding{'s' if count != 1 else ''} {verb} not fail the run (--fail-level {options.fail_level})."
+
+
 def statistics_rows(findings: list[Finding], options: ReportOptions) -> list[dict]:
     """Per code: count, name, and whether any of its findings is fixable; count desc, then code."""
     counts = Counter(f.code for f in findings)
@@ -81,4 +96,5 @@ def tail(findings: list[Finding], options: ReportOptions) -> str:
     table = statistics_table(findings, options) if options.statistics else ""
     if options.quiet:
         return table
-    return table + summary_line(findings, options) + "\n"
+    note = below_fail_level(findings, options)
+    return table + summary_line(findings, options) + "\n" + (note + "\n" if note else "")

@@ -3,7 +3,7 @@
 The schedule is sampled by the verification worker (real optax, built from the
 spec), then drawn as a Unicode line chart with the warmup end, decay end and training
 end marked, so a schedule that ends early or a warmup that is too short shows at a
-glance. `--png FILE` draws the same samples with matplotlib when it is installed.
+glance. `--png FILE` draws the same samples with matplotlib (part of the verify extra).
 """
 
 from __future__ import annotations
@@ -57,6 +57,26 @@ def schedule_marks(schedule: Schedule) -> dict[str, int]:
     return marks
 
 
+def schedule_length(schedule: Schedule) -> Optional[int]:
+    """The step where the schedule reaches its final value, from its own arguments.
+
+    A join_schedules ends where its last piece ends: the last boundary plus that
+    piece's length, which is the sum of the pieces when the boundaries agree with them.
+    """
+    if schedule.key != "join_schedules":
+        marks = [step for name, step in schedule_marks(schedule).items()]
+        return max(marks) if marks else None
+    lengths = [schedule_length(piece) for piece in schedule.pieces]
+    bounds = schedule.value("boundaries")
+    if isinstance(bounds, (list, tuple)) and bounds and schedule.pieces and len(schedule.pieces) == len(bounds) + 1:
+        last = _int(bounds[-1])
+        if last is not None and lengths[-1] is not None:
+            return last + lengths[-1]
+    if schedule.pieces and all(length is not None for length in lengths):
+        return sum(lengths)
+    return None
+
+
 def top_level_schedules(facts: ModuleFacts) -> list[Schedule]:
     """Schedules that are not pieces of a join_schedules."""
     schedules = facts.schedules
@@ -79,9 +99,13 @@ def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = N
             problems.append(f"{label}: not drawable: {exc.reason}")
             continue
         marks = schedule_marks(schedule)
+        length = schedule_length(schedule)
+        if schedule.key == "join_schedules" and length:
+            marks["schedule end"] = length
         if total_steps:
             marks["training end"] = total_steps
         horizon = max(list(marks.values()) + [100])
+        # With no known training length, show 10% past the schedule's end, where it stays.
         horizon = int(horizon * 1.1) if not total_steps else max(horizon, total_steps)
         steps = sorted({round(i * horizon / (points - 1)) for i in range(points)} | set(marks.values()))
         response = worker.request({"op": "schedule", "spec": spec, "steps": steps})
@@ -160,6 +184,15 @@ def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> s
     return "\n".join(lines) + "\n"
 
 
+def png_unavailable() -> Optional[str]:
+    """Why --png cannot work here (matplotlib missing), checked before any sampling."""
+    from .runner import module_available
+
+    if module_available("matplotlib"):
+        return None
+    return "--png needs matplotlib: pip install 'optax-lint[verify]' (which includes it) or pip install matplotlib"
+
+
 def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:
     """Draw with matplotlib; returns an error message when it is not installed."""
     try:
@@ -168,7 +201,7 @@ def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "--png needs matplotlib: pip install matplotlib"
+        return png_unavailable() or "--png: matplotlib could not be imported"
     fig, axes = plt.subplots(len(series_list), 1, figsize=(8, 3 * len(series_list)), squeeze=False)
     for ax, series in zip(axes[:, 0], series_list):
         ax.plot(series.steps, series.values)

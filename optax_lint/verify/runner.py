@@ -37,12 +37,21 @@ def cache_dir() -> Path:
     return path
 
 
-def check_available() -> None:
-    missing = [name for name in ("jax", "optax") if importlib.util.find_spec(name) is None]
+def check_available(feature: str = "--verify") -> None:
+    """Raise, naming the feature and what to install, when jax or optax is missing."""
+    missing = [name for name in ("jax", "optax") if not module_available(name)]
     if missing:
         raise VerifyUnavailable(
-            f"--verify needs {' and '.join(missing)}: pip install 'optax-lint[verify]'"
+            f"{feature} needs {' and '.join(missing)}, which optax-lint does not install by default: "
+            "pip install 'optax-lint[verify]'"
         )
+
+
+def module_available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken or half-removed installation
+        return False
 
 
 def _limit_memory() -> None:  # runs in the child before exec
