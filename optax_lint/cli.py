@@ -387,7 +387,8 @@ def _context_steps(text: str, path: str) -> Optional[int]:
               help="Known issue (repeatable): gradient-explosion, gradient-noise, slow-convergence, overfitting, unstable-early.")
 @click.option("--memory-constrained", is_flag=True, help="Optimizer state must be small.")
 @click.option("--sparse-gradients", is_flag=True, help="Mostly-zero gradients (embeddings): factored second moments.")
-@click.option("--output-format", type=click.Choice(["text", "python", "json"]), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(["text", "python", "json"]), default="text", show_default=True,
+              help="text: the decision trace, code, schedule and advice; python: a runnable module; json: structured, for tools.")
 @click.option("--verify", is_flag=True, help="Build and step the chain under JAX and check the schedule's numbers (needs optax-lint[verify]).")
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=None, help="Write to FILE instead of stdout.")
 @click.option("--from", "from_path", type=click.Path(path_type=Path), default=None,
