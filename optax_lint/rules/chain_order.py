@@ -13,6 +13,9 @@ from ..extract.pipelines import Pipeline, Step, TxNode
 from ..extract.values import Unknown
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): chains are optax transforms, so "optax" is spelled.
+TRIGGERS = ("optax",)
+
 
 def _first_lr_step(sequence: list[Step]) -> Optional[int]:
     for i, step in enumerate(sequence):

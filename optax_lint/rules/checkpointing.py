@@ -25,6 +25,13 @@ from ..extract.names import lookup
 from ..extract.walker import Scope
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): saves and restores (orbax, flax checkpoints,
+# pickle, flax serialization), TrainState updates, optimizer state.
+TRIGGERS = (
+    "optax", "orbax", "checkpoint", "pickle", "dill", "serialization", "apply_gradients", "TrainState",
+    "opt_state", r"\.replace\(", r"\btx\b",
+)
+
 _PARAMS_PATH_END = ("params", "model_params", "weights", "variables")
 
 

@@ -18,6 +18,10 @@ from ..extract.parallel import AFresh, AGrad, parallel_facts
 from ..extract.values import Unknown, single_binding, value_of
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): mapped steps (pmap, shard_map), collectives
+# (`lax.*`), replication, and learning rates of optax pipelines.
+TRIGGERS = ("optax", "pmap", "shard_map", r"\bsmap\b", r"\blax\b", "psum", "pmean", "replicate")
+
 
 def _import_name(ctx: Context, qualname: str) -> Optional[str]:
     """The local spelling of an imported module in this file (`lax` for jax.lax via

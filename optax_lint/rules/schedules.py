@@ -37,6 +37,9 @@ from ..extract.values import single_binding
 from ..extract.walker import walk
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): schedules and the optimizers they drive are optax calls.
+TRIGGERS = ("optax",)
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
