@@ -230,7 +230,9 @@ def _open_cache(settings: Settings, options: RunOptions):
     if options.cache_dir is None or options.verify_worker is not None:
         return None
     from .cache import ResultCache, settings_key
+    from .catalogue import use_table_cache
 
+    use_table_cache(options.cache_dir)  # parsed rule tables as JSON: start-up without tomllib
     return ResultCache(options.cache_dir, settings_key(settings, options))
 
 
@@ -317,7 +319,13 @@ def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int
     """Lint in worker processes; results in the order of `work`, whatever the worker count."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from . import engine as _  # noqa: F401  imported before forking: workers inherit it
+    from . import prefilter
+    from .extract.optax_api import load_api
+
+    # Imports and tables loaded before forking are inherited by the workers, not redone.
+    load_api()
+    for code in settings.enabled_codes():
+        prefilter.active_codes("", {code})
 
     items = [(path, settings, options) for path in work]
     # Small chunks keep both cores busy to the end; results arrive in order.

@@ -265,19 +265,7 @@ class ResultCache:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             merged = _read_entries(self.file)
             merged.update(self._new)
-            body = json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":"))
-            checksum = hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.file.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(checksum + "\n" + body)
-                os.replace(tmp, self.file)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_checked(self.file, json.dumps({"format": FORMAT, "entries": merged}, separators=(",", ":")))
         except (OSError, ValueError, TypeError):  # read-only tree, full disk, ...: run without
             return
         self._new.clear()
@@ -292,19 +280,40 @@ def ensure_dir(directory: Path) -> None:
             marker.write_text(text, encoding="utf-8")
 
 
-def _read_entries(file: Path) -> dict:
-    """Entries of a cache file; {} when missing, unreadable, corrupt or of another format."""
+def write_checked(file: Path, body: str) -> None:
+    """Write `<checksum>\n<body>` to a temporary file beside `file`, then rename it over."""
+    checksum = hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=file.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(checksum + "\n" + body)
+        os.replace(tmp, file)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_checked(file: Path):
+    """The JSON a `write_checked` file holds; None when missing, unreadable or damaged."""
     try:
         raw = file.read_text(encoding="utf-8")
         checksum, _, body = raw.partition("\n")
         if hashlib.blake2b(body.encode(), digest_size=16).hexdigest() != checksum:
-            return {}
-        data = json.loads(body)
-        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
-            return {}
-        return {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
+            return None
+        return json.loads(body)
     except (OSError, ValueError, UnicodeError):
+        return None
+
+
+def _read_entries(file: Path) -> dict:
+    """Entries of a cache file; {} when missing, unreadable, corrupt or of another format."""
+    data = read_checked(file)
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
         return {}
+    return {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
 
 
 def _file_holds(path: str, recorded, checked: int) -> bool:

@@ -111,6 +111,8 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         "unsafe_fixes": unsafe_fixes,
         "force_exclude": force_exclude,
     }
+    if not no_cache:  # the rule tables are read before the settings say where the cache is
+        _early_table_cache(cache_dir)
     try:
         settings = load_settings(config=config_file, start=start if start.exists() else Path.cwd(), overrides=overrides)
     except ConfigError as exc:
@@ -213,6 +215,17 @@ def _default_cache_dir(settings) -> Path:
     from .cache import CACHE_DIR_NAME
 
     return (settings.root if settings.config_path is not None else Path.cwd()) / CACHE_DIR_NAME
+
+
+def _early_table_cache(cache_dir: Optional[Path]) -> None:
+    """Parsed rule tables from --cache-dir, or from a cache already in the current
+    directory (where pre-commit and most runs start), before the config is found."""
+    from .cache import CACHE_DIR_NAME, is_cache_dir
+    from .catalogue import use_table_cache
+
+    guess = cache_dir or Path.cwd() / CACHE_DIR_NAME
+    if cache_dir is not None or is_cache_dir(guess):
+        use_table_cache(guess)
 
 
 @main.command("clean")

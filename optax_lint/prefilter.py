@@ -12,8 +12,8 @@ A new family without TRIGGERS fails the test that checks every registered rule.
 
 from __future__ import annotations
 
+import importlib
 import re
-import sys
 from typing import Iterable
 
 _FAMILY_PATTERNS: dict[str, re.Pattern] = {}
@@ -26,7 +26,7 @@ def family_of(rule_cls: type) -> str:
 
 def family_triggers(family: str) -> tuple[str, ...]:
     """The family module's TRIGGERS as a tuple of regex sources (KeyError when missing)."""
-    module = sys.modules[family]
+    module = importlib.import_module(family)
     triggers = module.TRIGGERS
     if callable(triggers):
         triggers = triggers()

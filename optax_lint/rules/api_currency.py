@@ -38,10 +38,10 @@ def TRIGGERS() -> tuple[str, ...]:
     the last part of every other listed path (no reference to `jax.experimental.maps`
     can avoid spelling `maps`), and `Optimizer` for nnx.Optimizer's old call forms."""
     raw = load_table("api_currency")
-    words = {"optax", "Optimizer"}
+    words = {"optax", r"\bOptimizer\b"}
     for path in raw.get("names", {}):
         if not path.startswith("optax"):
-            words.add(re.escape(path.rsplit(".", 1)[-1]))
+            words.add(rf"\b{re.escape(path.rsplit('.', 1)[-1])}\b")
     return tuple(sorted(words))
 
 _TRIGGER = {

@@ -18,9 +18,15 @@ from ..extract.parallel import AFresh, AGrad, parallel_facts
 from ..extract.values import Unknown, single_binding, value_of
 from .base import Context, Rule, describe, register
 
-# Prefilter (optax_lint/prefilter.py): mapped steps (pmap, shard_map), collectives
-# (`lax.*`), replication, and learning rates of optax pipelines.
-TRIGGERS = ("optax", "pmap", "shard_map", r"\bsmap\b", r"\blax\b", "psum", "pmean", "replicate")
+
+def TRIGGERS() -> tuple[str, ...]:
+    """Prefilter (optax_lint/prefilter.py): every rule here needs a mapped step (pmap,
+    shard_map), a collective or replicated state, whose names the extractor's tables
+    list; the learning-rate rules also need an optax pipeline (then "optax" is spelled)."""
+    names = {n.rsplit(".", 1)[-1] for n in par.PMAP | par.SHARD_MAP | par.REPLICATE | par.UNREPLICATE}
+    # Spelled as code: `jax.pmap`, `filter_pmap`, `pmap(`, `import pmap`, `pmap as`, not
+    # "... for pmap." in a docstring.
+    return ("optax", *(rf"[._]{n}\b|\b{n}(?=[\s(),]|$)" for n in sorted(names | set(par.COLLECTIVES))))
 
 
 def _import_name(ctx: Context, qualname: str) -> Optional[str]:
