@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import api, cache
+from optax_lint import __version__, api, cache
 from optax_lint.cli import main
 from optax_lint.config import load_settings
 
@@ -136,7 +136,7 @@ def test_a_corrupt_cache_never_breaks_a_run_or_changes_its_answer(project: Path,
     cache_dir = tmp_path / "c"
     expected = lint(project)
     lint(project, cache_dir=cache_dir)
-    (stored,) = cache_dir.rglob("*.json")
+    (stored,) = (cache_dir / __version__).glob("*.json")
     if damage == "bad-entry":  # a well-formed file (valid checksum) with nonsense in it
         body = json.loads(stored.read_text().split("\n", 1)[1])
         for entry in body["entries"].values():
@@ -160,7 +160,7 @@ def test_concurrent_runs_agree_and_leave_a_valid_cache(project: Path, tmp_path: 
     assert outputs == [expected] * 4
     again = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=120).stdout
     assert again == expected
-    (stored,) = (project / ".optax_lint_cache").rglob("*.json")
+    (stored,) = (project / ".optax_lint_cache" / __version__).glob("*.json")
     assert len(cache._read_entries(stored)) == 4
     assert not list((project / ".optax_lint_cache").rglob(".tmp-*"))
 
