@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 from . import readlog
+from .cache import FixMarker as _Marker
 from .config import Settings, load_settings
 from .diagnostics import FileResult, Finding
 from .source import SourceError, read_source, write_source
@@ -194,16 +195,6 @@ def _worker(args):
             finding.fix.apply = _Marker(bool(finding.fix.apply))
     # Text only serves code frames of findings: do not ship the others back.
     return result, text if result.findings else None, internal, record
-
-
-class _Marker:
-    """Stands in for a fix function after a process boundary: keeps `fixable()` right."""
-
-    def __init__(self, present: bool) -> None:
-        self.present = present
-
-    def __bool__(self) -> bool:
-        return self.present
 
 
 # A process pool pays ~0.1 s to start and each worker re-imports or forks; below this

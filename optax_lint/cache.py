@@ -138,9 +138,10 @@ def _span(d: dict) -> Span:
     return Span(int(d["line"]), int(d["column"]), int(d["end_line"]), int(d["end_column"]))
 
 
-class _CachedFix:
-    """Stands in for a fix function read from the cache: keeps `fixable()` right. A run
-    that applies fixes never uses it: it lints such a file again."""
+class FixMarker:
+    """Stands in for a fix function that crossed a process boundary or came from the
+    cache: keeps `fixable()` right. A run that applies fixes never calls it: it lints
+    such a file again in its own process."""
 
     def __init__(self, present: bool) -> None:
         self.present = present
@@ -156,7 +157,7 @@ def finding_from_dict(d: dict) -> Finding:
         fix = Fix(
             title=str(f["title"]),
             applicability=Applicability(f["applicability"]),
-            apply=_CachedFix(bool(f.get("can_apply"))),
+            apply=FixMarker(bool(f.get("can_apply"))),
             edits=[Edit(_span(e), str(e["content"])) for e in f.get("edits", [])],
         )
     return Finding(
