@@ -77,3 +77,20 @@ def test_selection_narrows_the_prefilter() -> None:
     text = "import jax\nf = jax.pmap(g)\n"
     assert prefilter.active_codes(text, {"OPX101"}) == set()
     assert prefilter.active_codes(text, {"OPX101", "OPX401"}) == {"OPX401"}
+
+
+def test_the_fast_literal_check_never_skips_a_match() -> None:
+    assert prefilter.required_literal(r"\btx\b") == "tx"
+    assert prefilter.required_literal(r"\.update\(") == "update"
+    assert prefilter.required_literal(r"[._]pmap\b|\bpmap(?=[\s(),]|$)") == "pmap"
+    assert prefilter.required_literal(r"optax|orbax") is None  # no word common to both branches
+    assert prefilter.required_literal(r"(?:optax|orbax)\.x") == "x"
+    samples = ["jax.pmap(f)", "from jax import pmap as p", "tx.update(g, s)", "state.replace(params=p)",
+               "from flax import optim", "x = lax.psum(y, 'i')", "eqx.filter_pmap(f)", "optax.adam(1)"]
+    for rule_cls in REGISTRY.values():
+        for trigger in prefilter.family_triggers(prefilter.family_of(rule_cls)):
+            literal = prefilter.required_literal(trigger)
+            for text in samples:
+                match = re.search(trigger, text)
+                if match and literal is not None:
+                    assert literal in text, (trigger, literal, text)
