@@ -243,7 +243,10 @@ def clean(path: Optional[Path], cache_dir: Optional[Path]) -> None:
         except ConfigError as exc:
             _fail(str(exc))
         cache_dir = _default_cache_dir(settings)
-    if cache_dir.exists() and not remove_cache(cache_dir):
+    if not cache_dir.exists():
+        click.echo(f"No cache at {cache_dir}", err=True)
+        return
+    if not remove_cache(cache_dir):
         _fail(f"{cache_dir} holds no optax-lint CACHEDIR.TAG; not deleting it")
     click.echo(f"Removed {cache_dir}" if not cache_dir.exists() else f"Could not remove {cache_dir}", err=True)
 
