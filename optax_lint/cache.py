@@ -27,8 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -62,6 +60,8 @@ def is_cache_dir(path: Path) -> bool:
 
 def clean(path: Path) -> bool:
     """Delete a cache folder optax-lint made; True when something was removed."""
+    import shutil
+
     path = Path(path)
     if not path.is_dir() or not is_cache_dir(path):
         return False
@@ -283,6 +283,8 @@ def ensure_dir(directory: Path) -> None:
 
 def write_checked(file: Path, body: str) -> None:
     """Write `<checksum>\n<body>` to a temporary file beside `file`, then rename it over."""
+    import tempfile  # imports `random`: only a run that writes pays for it
+
     checksum = hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=file.parent)
     try:
