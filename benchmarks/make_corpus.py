@@ -2677,10 +2677,10 @@ def _two_space(text: str) -> str:
     return re.sub(r"(?m)^((?:    )+)", lambda m: "  " * (len(m.group(1)) // 4), text)
 
 
-def _plan(files: int, seed: int) -> list[tuple[str, str, bool]]:
-    """(project, kind, is_optax) for every file, deterministic in (files, seed)."""
+def _plan(files: int, seed: int, share: float = OPTAX_SHARE) -> list[tuple[str, str, bool]]:
+    """(project, kind, is_optax) for every file, deterministic in (files, seed, share)."""
     rng = random.Random(f"optax-lint-corpus:{seed}:layout")
-    n_opt = round(files * OPTAX_SHARE)
+    n_opt = round(files * share)
     ok, ow = list(OPTAX_KINDS), [v[1] for v in OPTAX_KINDS.values()]
     pk, pw = list(PLAIN_KINDS), [v[1] for v in PLAIN_KINDS.values()]
     kinds = [(k, True) for k in rng.choices(ok, ow, k=n_opt)] + [(k, False) for k in rng.choices(pk, pw, k=files - n_opt)]
@@ -2701,7 +2701,7 @@ def _path(rng: random.Random, templates: list[str], first: bool, project: str, t
     return f"{project}/{rel}"
 
 
-def generate(out_dir: str | Path, files: int = 240, seed: int = 0) -> dict:
+def generate(out_dir: str | Path, files: int = 240, seed: int = 0, share: float = OPTAX_SHARE) -> dict:
     """Write the corpus under out_dir and return its manifest."""
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -2711,10 +2711,11 @@ def generate(out_dir: str | Path, files: int = 240, seed: int = 0) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
     seen_kind: set[tuple[str, str]] = set()
-    two_space = {p: random.Random(f"optax-lint-corpus:{seed}:{p}").random() < 0.35 for p, _, _ in _plan(files, seed)}
+    plan = _plan(files, seed, share)
+    two_space = {p: random.Random(f"optax-lint-corpus:{seed}:{p}").random() < 0.35 for p, _, _ in plan}
     entries = []
     total_lines = 0
-    for i, (project, kind, is_optax) in enumerate(_plan(files, seed)):
+    for i, (project, kind, is_optax) in enumerate(plan):
         rng = random.Random(f"optax-lint-corpus:{seed}:{i}")
         first = (project, kind) not in seen_kind
         seen_kind.add((project, kind))
@@ -2768,8 +2769,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--files", type=int, default=240)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--optax-share", type=float, default=OPTAX_SHARE, help="fraction of files that use optax")
     args = ap.parse_args(argv)
-    m = generate(args.out_dir, args.files, args.seed)
+    m = generate(args.out_dir, args.files, args.seed, args.optax_share)
     bugs = sum(any(p.startswith("bug:") for p in e["patterns"]) for e in m["files"])
     print(f"wrote {m['n_files']} files, {m['n_lines']} lines to {args.out_dir} "
           f"({m['n_optax_files']} use optax: {m['optax_lines']} lines, {bugs} with a seeded bug)")

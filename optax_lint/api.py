@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import difflib
 import os
-from concurrent.futures import ProcessPoolExecutor
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
-from . import engine
+from . import readlog
+from .cache import FixMarker as _Marker
 from .config import Settings, load_settings
 from .diagnostics import FileResult, Finding
 from .source import SourceError, read_source, write_source
+
+
+class _LazyEngine:
+    """engine.py imports libcst (~0.25 s): a run answered from the cache never needs it."""
+
+    def __getattr__(self, name):
+        from . import engine as module
+
+        globals()["engine"] = module
+        return getattr(module, name)
+
+
+engine = _LazyEngine()
 
 
 @dataclass
@@ -31,6 +45,8 @@ class RunOptions:
     with_edits: bool = False  # compute fixes' text edits (JSON output)
     context: Optional[dict] = None  # run context declared on the command line: {field: value}
     verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
+    cache_dir: Optional[Path] = None  # result cache folder (None: no cache); see cache.py
+    progress: Optional[Callable[[int], None]] = None  # called with the number of files just finished
 
 
 @dataclass
@@ -51,8 +67,9 @@ def display_path(path: Path) -> str:
     return text[2:] if text.startswith("./") else text
 
 
-def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[FileResult, Optional[str], int]:
-    """(result, text for code frames, internal error count) for one file."""
+def lint_file(path: Path, settings: Settings, options: RunOptions, source=None) -> tuple[FileResult, Optional[str], int]:
+    """(result, text for code frames, internal error count) for one file (`source`: the
+    file already read by the caller)."""
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
@@ -61,7 +78,7 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
         result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, message))
         return result, None, 0
     try:
-        source = read_source(path, max_bytes=options.max_file_bytes)
+        source = source or read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
         code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
         if code in codes or code == engine.IO_ERROR:
@@ -146,36 +163,132 @@ def _read_error_message(exc: SourceError) -> str:
     return str(exc)
 
 
+def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
+    """lint_file, plus what the cache needs to store the result: the stat and digest of
+    the text that was linted, and what else the lint read (readlog.py). The record is
+    None when the result must not be cached: a fix was applied (or diffed), a read or
+    internal error, --verify evidence."""
+    if options.cache_dir is None or path.suffix.lower() == ".ipynb":
+        return (*lint_file(path, settings, options), None)
+    try:
+        st = os.stat(path)
+        checked = time.time_ns()
+        source = read_source(path, max_bytes=options.max_file_bytes)
+    except (OSError, SourceError):
+        return (*lint_file(path, settings, options), None)
+    log = readlog.start()
+    try:
+        result, text, internal = lint_file(path, settings, options, source)
+    finally:
+        readlog.stop()
+    if internal or result.error or result.fixed or result.diff or result.verification:
+        return result, text, internal, None
+    return result, text, internal, (st, source.digest, checked, log)
+
+
 def _worker(args):
     path, settings, options = args
-    result, text, internal = lint_file(path, settings, options)
+    result, text, internal, record = _lint_recorded(path, settings, options)
     for finding in result.findings:
         finding.node = None  # libcst nodes and fix closures do not cross processes
         if finding.fix is not None:
             finding.fix.apply = _Marker(bool(finding.fix.apply))
-    return result, text, internal
+    # Text only serves code frames of findings: do not ship the others back.
+    return result, text if result.findings else None, internal, record
 
 
-class _Marker:
-    """Stands in for a fix function after a process boundary: keeps `fixable()` right."""
+# A process pool pays ~0.1 s to start and each worker re-imports or forks; below this
+# much source, linting in-process is faster (a pre-commit run touches a handful of files).
+POOL_MIN_FILES = 8
+POOL_MIN_BYTES = 256 * 1024
 
-    def __init__(self, present: bool) -> None:
-        self.present = present
 
-    def __bool__(self) -> bool:
-        return self.present
+def _use_pool(jobs: int, paths: list[Path]) -> bool:
+    if jobs <= 1 or len(paths) < POOL_MIN_FILES:
+        return False
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue
+        if total >= POOL_MIN_BYTES:
+            return True
+    return False
+
+
+def _open_cache(settings: Settings, options: RunOptions):
+    if options.cache_dir is None or options.verify_worker is not None:
+        return None
+    from .cache import ResultCache, settings_key
+    from .catalogue import use_table_cache
+
+    use_table_cache(options.cache_dir)  # parsed rule tables as JSON: start-up without tomllib
+    return ResultCache(options.cache_dir, settings_key(settings, options))
+
+
+def _cached(cache, path: Path, settings: Settings, options: RunOptions):
+    """(result, text, 0) from the cache, or None. With --fix or --diff, only a file
+    with nothing to fix is answered from the cache: the others are fixed for real."""
+    from .cache import file_key
+
+    shown = display_path(path)
+    fkey = file_key(shown, settings.codes_for_path(path), _declared_context(path, settings, options))
+    hit = cache.lookup(path, fkey)
+    if hit is None:
+        return None, fkey
+    result, _ = hit
+    if (options.fix or options.diff) and any(f.fixable(options.unsafe_fixes) for f in result.findings):
+        return None, fkey
+    text = None
+    if result.findings:  # code frames need the text
+        try:
+            text = read_source(path, max_bytes=options.max_file_bytes).text
+        except SourceError:
+            return None, fkey
+    return (result, text, 0), fkey
 
 
 def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
     outcome = Outcome()
     jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
-    items = [(Path(p), settings, options) for p in paths]
-    if jobs > 1 and len(items) >= 16:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            produced = list(pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4))))
-    else:
-        produced = [lint_file(*item) for item in items]
-    for result, text, internal in produced:
+    cache = _open_cache(settings, options)
+    if cache is None:
+        options = _without_cache(options)
+    paths = [Path(p) for p in paths]
+    produced: list = [None] * len(paths)
+    keys: dict[int, str] = {}
+    todo: list[int] = []
+    for i, path in enumerate(paths):
+        if cache is not None:
+            produced[i], keys[i] = _cached(cache, path, settings, options)
+            if produced[i] is not None:
+                if options.progress:
+                    options.progress(1)
+                continue
+        todo.append(i)
+    if todo:
+        work = [paths[i] for i in todo]
+        progress, options.progress = options.progress, None  # callbacks do not cross processes
+        try:
+            if _use_pool(jobs, work):
+                fresh = _pooled(work, settings, options, jobs, progress)
+            else:
+                fresh = []
+                for path in work:
+                    fresh.append(_lint_recorded(path, settings, options))
+                    if progress:
+                        progress(1)
+        finally:
+            options.progress = progress
+        for i, (result, text, internal, record) in zip(todo, fresh):
+            produced[i] = (result, text, internal)
+            if cache is not None and record is not None:
+                st, digest, checked, log = record
+                cache.store(paths[i], keys[i], result.path, st, digest, checked, result.findings, log)
+    if cache is not None:
+        cache.save()
+    for result, text, internal in sorted(produced, key=lambda item: item[0].path):
         outcome.results.append(result)
         if text is not None:
             outcome.sources[result.path] = text
@@ -183,6 +296,38 @@ def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outco
         outcome.fixed += result.fixed
         outcome.verification.extend(getattr(result, "verification", []) or [])
     return outcome
+
+
+def _without_cache(options: RunOptions) -> RunOptions:
+    if options.cache_dir is None:
+        return options
+    from dataclasses import replace
+
+    return replace(options, cache_dir=None)
+
+
+def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int, progress) -> list:
+    """Lint in worker processes; results in the order of `work`, whatever the worker count."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from . import prefilter
+    from .extract.optax_api import load_api
+
+    # Imports and tables loaded before forking are inherited by the workers, not redone.
+    load_api()
+    for code in settings.enabled_codes():
+        prefilter.active_codes("", {code})
+
+    items = [(path, settings, options) for path in work]
+    # Small chunks keep both cores busy to the end; results arrive in order.
+    chunksize = max(1, min(16, len(items) // (jobs * 8)))
+    out = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for item in pool.map(_worker, items, chunksize=chunksize):
+            out.append(item)
+            if progress:
+                progress(1)
+    return out
 
 
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **options) -> list[FileResult]:

@@ -133,10 +133,13 @@ def main() -> None:
 @click.option("--show-context", is_flag=True, help="Print each file's run context with its provenance, and the rules it leaves silent.")
 @click.option("--max-file-size", "max_file_size", default=None, metavar="SIZE",
               help="Report files larger than SIZE (bytes, or e.g. 512KB, 8MB; default 8MB) as OPX003 without reading them.")
+@click.option("--no-cache", is_flag=True, envvar="OPTAX_LINT_NO_CACHE", help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Result cache folder (default: .optax_lint_cache at the project root).")
 @click.version_option(__version__, "--version", "-V", prog_name="optax-lint", help="Show the version and exit.")
 def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_format, exit_zero, config_file,
           statistics, quiet, force_exclude, show_traceback, jobs, context_items=(), show_context=False,
-          verify=False, max_file_size=None, fail_level=None) -> None:
+          verify=False, max_file_size=None, fail_level=None, no_cache=False, cache_dir=None) -> None:
     """Lint PATHS (files or directories; default: the current directory)."""
     from . import api
     from .config import ConfigError, load_settings
@@ -153,6 +156,8 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         "force_exclude": force_exclude,
         "fail_level": fail_level,
     }
+    if not no_cache:  # the rule tables are read before the settings say where the cache is
+        _early_table_cache(cache_dir)
     try:
         settings = load_settings(config=config_file, start=start if start.exists() else Path.cwd(), overrides=overrides)
     except ConfigError as exc:
@@ -178,6 +183,8 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     )
     if max_file_size is not None:
         options.max_file_bytes = _parse_size(max_file_size)
+    if not no_cache:
+        options.cache_dir = cache_dir or _default_cache_dir(settings)
     if show_context:
         from .context_report import show_context as render_context
 
@@ -195,8 +202,12 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             _fail(str(exc))
         options.verify_worker = worker
         options.jobs = 1  # one worker, one process: jax is imported once per run
-    outcome = api.run(found.files, settings, options)
+    from .progress import progress_bar
+
+    with progress_bar(len(found.files)) as options.progress:
+        outcome = api.run(found.files, settings, options)
     from . import engine
+
     for problem in found.problems:
         if problem.path in missing:
             continue  # a usage error, reported below, not a finding
@@ -284,6 +295,47 @@ def _report_unfixable(findings) -> int:
         files = len({f.path for f in blocked})
         click.echo(f"optax-lint: error: {files} file{'s' if files != 1 else ''} could not be read or parsed; no fixes computed for {'them' if files != 1 else 'it'}.", err=True)
     return len(blocked)
+
+
+def _default_cache_dir(settings) -> Path:
+    """`.optax_lint_cache` beside the config file, or in the current directory without one."""
+    from .cache import CACHE_DIR_NAME
+
+    return (settings.root if settings.config_path is not None else Path.cwd()) / CACHE_DIR_NAME
+
+
+def _early_table_cache(cache_dir: Optional[Path]) -> None:
+    """Parsed rule tables from --cache-dir, or from a cache already in the current
+    directory (where pre-commit and most runs start), before the config is found."""
+    from .cache import CACHE_DIR_NAME, is_cache_dir
+    from .catalogue import use_table_cache
+
+    guess = cache_dir or Path.cwd() / CACHE_DIR_NAME
+    if cache_dir is not None or is_cache_dir(guess):
+        use_table_cache(guess)
+
+
+@main.command("clean")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="The cache folder to delete (default: the project's .optax_lint_cache).")
+def clean(path: Optional[Path], cache_dir: Optional[Path]) -> None:
+    """Delete the result cache of the project holding PATH (default: the current directory)."""
+    from .cache import clean as remove_cache
+    from .config import ConfigError, load_settings
+
+    if cache_dir is None:
+        try:
+            settings = load_settings(start=path if path is not None and path.exists() else Path.cwd())
+        except ConfigError as exc:
+            _fail(str(exc))
+        cache_dir = _default_cache_dir(settings)
+    if not cache_dir.exists():
+        click.echo(f"No cache at {cache_dir}", err=True)
+        return
+    if not remove_cache(cache_dir):
+        _fail(f"{cache_dir} holds no optax-lint CACHEDIR.TAG; not deleting it")
+    click.echo(f"Removed {cache_dir}" if not cache_dir.exists() else f"Could not remove {cache_dir}", err=True)
 
 
 @main.command("schedule")

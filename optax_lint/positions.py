@@ -46,6 +46,9 @@ class Positions:
         self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
         self._starts: Optional[list[int]] = None  # first code line of each top-level statement
         self._local: dict[int, dict] = {}  # statement index -> positions inside it
+        self._simple: dict[int, cst.SimpleStatementLine] = {}  # id(node) -> innermost simple statement line
+        self._simple_at: dict[int, Optional[dict]] = {}  # statement index -> {id(line): (lineno, indent)}
+        self._simple_local: dict[int, dict] = {}  # id(line) -> positions inside that line alone
 
     # -- fallbacks ----------------------------------------------------------
     def _resolve_full(self) -> dict:
@@ -95,12 +98,16 @@ class Positions:
         body = self.module.body
         while found is None and self._mapped < len(body):
             index = self._mapped
-            owner = self._owner
-            stack = [body[index]]
+            owner, simple_of = self._owner, self._simple
+            stack = [(body[index], None)]
             while stack:  # order does not matter here: a plain stack walk
-                current = stack.pop()
+                current, simple = stack.pop()
                 owner[id(current)] = index
-                stack.extend(children(current))
+                if isinstance(current, cst.SimpleStatementLine):
+                    simple = current
+                if simple is not None:
+                    simple_of[id(current)] = simple
+                stack.extend((child, simple) for child in children(current))
             self._mapped += 1
             found = owner.get(key)
         return found
@@ -118,6 +125,44 @@ class Positions:
             self._local[index] = positions
         return positions
 
+    # -- per-line path: a node inside a nested simple statement line ----------------
+    # Resolving the whole top-level statement costs a codegen of all of it (a 200-line
+    # `def train()` for one finding); the innermost simple statement line is enough. It is
+    # resolved inside a scratch `if _:` block indented exactly as it is in the file (the
+    # enclosing blocks' indents joined), so every column comes out as in the file; its
+    # first line comes from the matching `ast` statement.
+    def _simple_lines(self, index: int) -> Optional[dict]:
+        if index not in self._simple_at:
+            found: dict = {}
+            tree_body = parse_ast(self.text).body
+            starts_at = sum(len(s.body) if isinstance(s, cst.SimpleStatementLine) else 1 for s in self.module.body[:index])
+            stmt = self.module.body[index]
+            ok = not isinstance(stmt, cst.SimpleStatementLine) and _pair_block(
+                [stmt], tree_body[starts_at:starts_at + 1], found, "", self.module.default_indent
+            )
+            self._simple_at[index] = found if ok else None
+        return self._simple_at[index]
+
+    def _line_span(self, node: cst.CSTNode, index: int) -> Optional[Span]:
+        line = self._simple.get(id(node))
+        if line is None or line is self.module.body[index]:
+            return None
+        where = (self._simple_lines(index) or {}).get(id(line))
+        if where is None:
+            return None
+        lineno, indent = where
+        positions = self._simple_local.get(id(line))
+        if positions is None:
+            holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[line], indent=indent))
+            scratch = cst.Module(body=[holder], default_indent=self.module.default_indent,
+                                 default_newline=self.module.default_newline)
+            positions = self._simple_local[id(line)] = MetadataWrapper(scratch, unsafe_skip_copy=True).resolve(PositionProvider)
+        rng = positions.get(node)
+        if rng is None:
+            return None
+        shift = lineno - (2 + len(line.leading_lines))  # the `if _:` line, then the leading lines
+        return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
+
     def _local_span(self, node: cst.CSTNode) -> Optional[Span]:
         starts = self._statement_starts()
         if starts is None:
@@ -125,6 +170,9 @@ class Positions:
         index = self._owner_of(node)
         if index is None:
             return None
+        nested = self._line_span(node, index)
+        if nested is not None:
+            return nested
         rng = self._local_positions(index).get(node)
         if rng is None:
             return None
@@ -142,3 +190,66 @@ class Positions:
         if rng is None:
             return Span(1, 1, 1, 1)
         return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+
+
+def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) -> bool:
+    """Match libcst statements with their `ast` statements, recording each nested simple
+    statement line's (first line, indentation). False on any disagreement."""
+    cursor = 0
+    for stmt in statements:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if cursor + len(stmt.body) > len(nodes):
+                return False
+            found[id(stmt)] = (nodes[cursor].lineno, indent)
+            cursor += len(stmt.body)
+            continue
+        if cursor >= len(nodes):
+            return False
+        if not _pair_compound(stmt, nodes[cursor], found, indent, unit):
+            return False
+        cursor += 1
+    return cursor == len(nodes)
+
+
+def _pair_suite(block, nodes: list, found: dict, indent: str, unit: str) -> bool:
+    if not isinstance(block, cst.IndentedBlock):
+        return True  # `if x: y` on one line: its small statements belong to the header line
+    inner = indent + (block.indent if block.indent is not None else unit)
+    return _pair_block(list(block.body), nodes, found, inner, unit)
+
+
+_COMPOUND = {
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef), cst.ClassDef: (ast.ClassDef,),
+    cst.If: (ast.If,), cst.For: (ast.For, ast.AsyncFor), cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith), cst.Try: (ast.Try,),
+}
+
+
+def _pair_compound(stmt, node, found: dict, indent: str, unit: str) -> bool:
+    expected = _COMPOUND.get(type(stmt))
+    if expected is None:
+        return True  # match, try*, ...: one statement, not descended (the top-level path serves it)
+    if not isinstance(node, expected):
+        return False
+    if not _pair_suite(stmt.body, node.body, found, indent, unit):
+        return False
+    if isinstance(stmt, cst.If):
+        orelse = stmt.orelse
+        if orelse is None:
+            return not node.orelse
+        if isinstance(orelse, cst.If):
+            return len(node.orelse) == 1 and _pair_compound(orelse, node.orelse[0], found, indent, unit)
+        return _pair_suite(orelse.body, node.orelse, found, indent, unit)
+    if isinstance(stmt, (cst.For, cst.While)):
+        if stmt.orelse is None:
+            return not node.orelse
+        return _pair_suite(stmt.orelse.body, node.orelse, found, indent, unit)
+    if isinstance(stmt, cst.Try):
+        if len(stmt.handlers) != len(node.handlers):
+            return False
+        if (stmt.orelse is None) != (not node.orelse) or (stmt.finalbody is None) != (not node.finalbody):
+            return False
+        return all(_pair_suite(h.body, a.body, found, indent, unit) for h, a in zip(stmt.handlers, node.handlers)) and (
+            stmt.orelse is None or _pair_suite(stmt.orelse.body, node.orelse, found, indent, unit)
+        ) and (stmt.finalbody is None or _pair_suite(stmt.finalbody.body, node.finalbody, found, indent, unit))
+    return True

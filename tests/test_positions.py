@@ -35,12 +35,57 @@ class K:
     tx = optax.adamw(1e-3)
 '''
 
+NESTED = '''\
+import optax
+
+
+class Trainer:
+  """Two-space indentation, as in many JAX codebases."""
+
+  def make(self, cfg):
+    # a comment line before the statement
+    if cfg.kind == "adam":
+      tx = optax.adam(  # first line
+          learning_rate=cfg.lr,
+          b1=0.9)
+    elif cfg.kind == "é":
+      tx = optax.sgd(cfg.lr); extra = optax.adamw(1e-3)
+    else:
+      for i in range(3):
+        while i:
+          i -= 1
+        else:
+          pass
+      else:
+        tx = optax.chain(optax.clip(1.0),
+                         optax.adam(1e-3))
+    try:
+      with open("x") as f:
+        data = f.read(); y = optax.sgd(0.1)
+    except (OSError, ValueError) as exc:
+      raise RuntimeError(str(exc)) from exc
+    except Exception:
+      pass
+    else:
+      z = optax.adam(1e-4)
+    finally:
+      done = optax.sgd(1e-2)
+    match cfg.kind:
+      case "x":
+        m = optax.adam(1e-5)
+    async def inner():
+      async for q in things():
+        await optax.go(q)
+    return tx
+'''
+
 
 def _expected(module):
     return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
-@pytest.mark.parametrize("text", [TRICKY, TRICKY.replace("\n", "\r\n")] + [p.read_text() for p in SAMPLES])
+@pytest.mark.parametrize("text", [TRICKY, TRICKY.replace("\n", "\r\n"), NESTED, NESTED.replace("  ", "\t")]
+                         + [p.read_text() for p in SAMPLES])
 def test_local_positions_match_provider(text: str) -> None:
     module = cst.parse_module(text)
     expected = _expected(module)
@@ -65,3 +110,16 @@ def test_fallback_when_ast_cannot_parse() -> None:
     call = module.body[2].body[0].value
     span = Positions(module, text).span(call)
     assert (span.line, span.column) == (3, 6)
+
+
+def test_nested_lines_are_resolved_alone_not_with_their_whole_function() -> None:
+    module = cst.parse_module(NESTED)
+    positions = Positions(module, NESTED)
+    calls = [n for n in walk(module) if isinstance(n, cst.Call)]
+    expected = _expected(module)
+    for call in calls:
+        rng = expected[call]
+        span = positions.span(call)
+        assert (span.line, span.column) == (rng.start.line, rng.start.column + 1)
+    assert len(positions._simple_local) >= 6  # one small codegen per line holding a call
+    assert positions._local.keys() <= {1}  # only `match` and `async for` needed the whole class

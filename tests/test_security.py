@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,7 +127,7 @@ def hostile(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("mode", [[], ["--show-context"], ["--diff"], ["--output-format", "json"]])
 def test_linting_hostile_code_runs_nothing_and_writes_nothing(hostile: Path, tmp_path: Path, project: str, mode) -> None:
     tree = hostile / project
-    code, out, err, data = audited(["-j", "1", *mode, "."], tree, tmp_path)
+    code, out, err, data = audited(["-j", "1", "--no-cache", *mode, "."], tree, tmp_path)
     assert code in (0, 1), (code, out, err)
     assert_nothing_ran(data, tree)
     assert writes(data) == []
@@ -135,6 +136,22 @@ def test_linting_hostile_code_runs_nothing_and_writes_nothing(hostile: Path, tmp
     assert "train.py" in read
     if project == "config_side_effects":
         assert {"train_config.py", "models.py", os.path.join("configs", "default.py")} <= read
+
+
+def test_the_result_cache_writes_only_its_folder_under_hashed_names(hostile: Path, tmp_path: Path) -> None:
+    tree = hostile / "config_side_effects"
+    cache_dir = tree / ".optax_lint_cache"
+    for _ in range(2):  # cold (creates the cache), then warm (answers from it)
+        code, out, err, data = audited(["-j", "1", "."], tree, tmp_path)
+        assert code in (0, 1), (code, out, err)
+        assert_nothing_ran(data, tree)
+        for event in writes(data):
+            paths = [event[1]] if event[0] == "open-write" else re.findall(r"'(/[^']*)'", event[1])
+            assert paths and all(inside(p, cache_dir) for p in paths), event
+    names = sorted(p.relative_to(cache_dir).as_posix() for p in cache_dir.rglob("*") if p.is_file())
+    assert {".gitignore", "CACHEDIR.TAG"} <= set(names), names
+    for name in set(names) - {".gitignore", "CACHEDIR.TAG"}:  # named by hashes, never by a user path
+        assert re.fullmatch(r"[0-9.]+/[0-9a-f]{32}\.json|tables/\w+-[0-9a-f]{32}\.json", name), name
 
 
 def test_findings_on_hostile_code_are_the_static_ones(hostile: Path, tmp_path: Path) -> None:
@@ -159,7 +176,7 @@ def test_context_comes_from_reading_the_config_modules_not_importing_them(hostil
 def test_fix_writes_only_the_fixed_files_through_temp_files_beside_them(hostile: Path, tmp_path: Path, project: str) -> None:
     tree = hostile / project
     before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
-    code, out, err, data = audited(["-j", "1", "--fix", "--unsafe-fixes", "."], tree, tmp_path)
+    code, out, err, data = audited(["-j", "1", "--no-cache", "--fix", "--unsafe-fixes", "."], tree, tmp_path)
     assert code in (0, 1), (out, err)
     assert_nothing_ran(data, tree)
     changed = sorted(str(p.relative_to(tree)) for p, b in before.items() if p.read_bytes() != b)
@@ -227,7 +244,7 @@ def test_notebooks_are_skipped_by_directory_walks_and_never_opened(hostile: Path
 def test_a_notebook_named_explicitly_is_reported_not_linted(hostile: Path, tmp_path: Path) -> None:
     tree = hostile / "notebook"
     _huge_notebook(tree / "huge.ipynb", 40)
-    code, out, _, data = audited(["--output-format", "concise", "notebook_with_output.ipynb", "huge.ipynb"], tree, tmp_path)
+    code, out, _, data = audited(["--no-cache", "--output-format", "concise", "notebook_with_output.ipynb", "huge.ipynb"], tree, tmp_path)
     assert code == 1
     message = "OPX003 error not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
     assert out.splitlines()[:2] == [f"huge.ipynb:1:1: {message}", f"notebook_with_output.ipynb:1:1: {message}"]

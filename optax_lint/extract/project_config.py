@@ -34,6 +34,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import libcst as cst
 
+from .. import readlog
 from .names import lookup, qualified_name
 from .values import Unknown, single_binding, value_of
 from .walker import Scope
@@ -129,7 +130,7 @@ def module_file(facts) -> Optional[str]:
     if not candidate or candidate.startswith("<"):
         return None
     absolute = os.path.abspath(candidate)
-    return absolute if os.path.isfile(absolute) else None
+    return absolute if readlog.isfile(absolute) else None
 
 
 def _display(path: str) -> str:
@@ -198,11 +199,11 @@ class Project:
             for k in range(len(parts), 0, -1):
                 stem = os.path.join(base, *parts[:k])
                 for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                    if os.path.isfile(candidate) and candidate != self.file:
+                    if readlog.isfile(candidate) and candidate != self.file:
                         return candidate, parts[k:]
             if dots and not parts:
                 init = os.path.join(base, "__init__.py")
-                if os.path.isfile(init):
+                if readlog.isfile(init):
                     return init, []
         return None
 
@@ -214,18 +215,22 @@ class Project:
         try:
             stat = os.stat(path)
         except OSError:
+            readlog.note_text(path, None, None)
             return None
         if stat.st_size > MAX_FILE_BYTES:
+            readlog.note_text(path, stat, None)
             return None
         key = (path, stat.st_mtime_ns, stat.st_size)
         if key in _TEXTS:
             _TEXTS.move_to_end(key)
+            readlog.note_text(path, stat, _TEXTS[key])
             return _TEXTS[key]
         if path not in self.loaded and len(self.loaded) >= MAX_FILES_PER_FILE:
             return None
         if path not in self.loaded:
             self.loaded.append(path)
         text = _read_text(path)
+        readlog.note_text(path, stat, text)
         _TEXTS[key] = text
         while len(_TEXTS) > _CACHE_SIZE * 2:
             _TEXTS.popitem(last=False)
@@ -286,9 +291,9 @@ class Project:
             candidates: list[str] = []
             if self.dir is not None:
                 folder = os.path.join(self.dir, "configs")
-                if os.path.isdir(folder):
+                if readlog.isdir(folder):
                     try:
-                        names = sorted(n for n in os.listdir(folder) if n.endswith(".py") and not n.startswith("__"))
+                        names = sorted(n for n in readlog.listdir(folder) if n.endswith(".py") and not n.startswith("__"))
                     except OSError:
                         names = []
                     candidates += [os.path.join(folder, n) for n in names[:MAX_CONFIGS_BESIDE]]
@@ -323,7 +328,7 @@ class Project:
             if base is None:
                 continue
             candidate = os.path.abspath(os.path.join(base, relative.split(":", 1)[0]))
-            if os.path.isfile(candidate):
+            if readlog.isfile(candidate):
                 return self.load(candidate)
         return None
 

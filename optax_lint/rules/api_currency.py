@@ -9,11 +9,13 @@ the rule's default as the issue defines it.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import libcst as cst
 
 from .. import fixes
+from ..catalogue import load_table
 from ..diagnostics import Applicability, Severity
 from ..extract.api_currency import (
     CallRecipe,
@@ -32,6 +34,18 @@ from ..extract.names import qualified_name
 from ..extract.walker import Scope
 from ..target_versions import missing_in_target
 from .base import Context, Rule, describe, register
+
+
+def TRIGGERS() -> tuple[str, ...]:
+    """Prefilter words (optax_lint/prefilter.py), from the table these rules read: "optax",
+    the last part of every other listed path (no reference to `jax.experimental.maps`
+    can avoid spelling `maps`), and `Optimizer` for nnx.Optimizer's old call forms."""
+    raw = load_table("api_currency")
+    words = {"optax", r"\bOptimizer\b"}
+    for path in raw.get("names", {}):
+        if not path.startswith("optax"):
+            words.add(rf"\b{re.escape(path.rsplit('.', 1)[-1])}\b")
+    return tuple(sorted(words))
 
 _TRIGGER = {
     "access": "on access",

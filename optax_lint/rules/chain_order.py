@@ -15,6 +15,9 @@ from ..extract.values import Unknown
 from .base import Context, Rule, describe, register
 from .weight_decay_masks import negative_alias_lr
 
+# Prefilter (optax_lint/prefilter.py): chains are optax transforms, so "optax" is spelled.
+TRIGGERS = ("optax",)
+
 
 def _first_lr_step(sequence: list[Step]) -> Optional[int]:
     for i, step in enumerate(sequence):

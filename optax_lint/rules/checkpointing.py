@@ -25,6 +25,14 @@ from ..extract.names import lookup
 from ..extract.walker import Scope
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): optimizer state (optax, a TrainState, a `tx` or
+# `opt_state`, an `x.update(...)` site), saves and restores (orbax, flax checkpoints and
+# serialization, pickle), and `state.replace(field=...)`.
+TRIGGERS = (
+    "optax", "orbax", r"\bcheckpoints\b", "pickle", "dill", "serialization", "apply_gradients", "TrainState",
+    "Optimizer", "opt_state", r"\btx\b", r"\.update\(", r"\.replace\(\s*\w+\s*=",
+)
+
 _PARAMS_PATH_END = ("params", "model_params", "weights", "variables")
 
 

@@ -14,6 +14,9 @@ from ..extract.pipelines import TxNode
 from ..extract.values import value_of
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): optimizer construction is optax calls.
+TRIGGERS = ("optax",)
+
 # What a variable's name says it holds -> the optax parameter it means.
 _SYNONYMS = {
     "wd": "weight_decay", "decay": "weight_decay", "weightdecay": "weight_decay", "weight_decay": "weight_decay",

@@ -21,6 +21,16 @@ from ..extract.values import Unknown, single_binding, value_of
 from .base import Context, Rule, describe, register
 
 
+def TRIGGERS() -> tuple[str, ...]:
+    """Prefilter (optax_lint/prefilter.py): every rule here needs a mapped step (pmap,
+    shard_map), a collective or replicated state, whose names the extractor's tables
+    list; the learning-rate rules also need an optax pipeline (then "optax" is spelled)."""
+    names = {n.rsplit(".", 1)[-1] for n in par.PMAP | par.SHARD_MAP | par.REPLICATE | par.UNREPLICATE}
+    # Spelled as code: `jax.pmap`, `filter_pmap`, `pmap(`, `import pmap`, `pmap as`, not
+    # "... for pmap." in a docstring.
+    return ("optax", *(rf"[._]{n}\b|\b{n}(?=[\s(),]|$)" for n in sorted(names | set(par.COLLECTIVES))))
+
+
 def _import_name(ctx: Context, qualname: str) -> Optional[str]:
     """The local spelling of an imported module in this file (`lax` for jax.lax via
     `from jax import lax`, `jax.lax` via `import jax`), or None."""

@@ -20,6 +20,9 @@ from ..extract.pipelines import Pipeline, Step, TxNode
 from ..extract.schedules import Schedule
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): every protocol rule judges an optax pipeline.
+TRIGGERS = ("optax",)
+
 ADAPTIVE = frozenset({"scale_by_adam", "scale_by_amsgrad", "scale_by_adamax", "scale_by_radam", "scale_by_belief", "scale_by_yogi", "scale_by_rms"})
 LARGE_BATCH_BASES = frozenset({"adam", "adamw", "sgd"})
 

@@ -39,6 +39,9 @@ from ..extract.walker import walk
 from ..protocol_table import suggested_warmup, warmup_range
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): schedules and the optimizers they drive are optax calls.
+TRIGGERS = ("optax",)
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):

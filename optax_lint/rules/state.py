@@ -35,6 +35,10 @@ from ..extract.values import value_of
 from ..extract.walker import CallRecord, Scope, walk
 from .base import Context, Rule, describe, register
 
+# Prefilter (optax_lint/prefilter.py): optimizer state comes from optax, a TrainState
+# (`apply_gradients`), nnx.Optimizer, or a `tx` / `opt_state` / `x.update(...)` in the file.
+TRIGGERS = ("optax", "apply_gradients", "Optimizer", "opt_state", "hyperparams", r"\btx\b", r"\.update\(")
+
 # Primitive states holding a field named like a hyperparameter, so that
 # tree_get(opt_state, name) finds them without inject_hyperparams (checked against the
 # installed optax by tests/test_state_runtime.py).
