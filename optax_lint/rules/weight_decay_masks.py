@@ -21,6 +21,9 @@ from ..extract.pipelines import Pipeline, Step, TxNode, expand
 from ..extract.values import Unknown, single_binding, value_of
 from .base import Context, Rule, describe, register
 
+# Every rule here judges an optax optimizer, mask or partition: no optax, no finding.
+TRIGGERS = ("optax",)
+
 # Leaf names PyTorch (and Keras) give parameters that flax and haiku never produce.
 PYTORCH_LEAVES = frozenset({"weight", "gamma", "beta", "running_mean", "running_var"})
 _NORM_OR_BIAS = ("bias", "scale")
