@@ -12,12 +12,12 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from . import engine
 from .config import Settings, load_settings
 from .diagnostics import FileResult, Finding
-from .source import SourceError, read_source, write_source
+from .source import SourceError, SourceFile, encode_text, read_source, write_source
 
 
 @dataclass
@@ -30,6 +30,7 @@ class RunOptions:
     jobs: int = 1
     with_edits: bool = False  # compute fixes' text edits (JSON output)
     context: Optional[dict] = None  # run context declared on the command line: {field: value}
+    write: bool = True  # False: --fix returns the fixed text instead of writing it (stdin)
     verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
 
 
@@ -51,8 +52,11 @@ def display_path(path: Path) -> str:
     return text[2:] if text.startswith("./") else text
 
 
-def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[FileResult, Optional[str], int]:
-    """(result, text for code frames, internal error count) for one file."""
+def lint_file(
+    path: Path, settings: Settings, options: RunOptions, read: Optional[Callable[[Path], SourceFile]] = None
+) -> tuple[FileResult, Optional[str], int]:
+    """(result, text for code frames, internal error count) for one file; `read`
+    replaces reading it from disk (stdin)."""
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
@@ -61,7 +65,7 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
         result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, message))
         return result, None, 0
     try:
-        source = read_source(path, max_bytes=options.max_file_bytes)
+        source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
         code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
         if code in codes or code == engine.IO_ERROR:
@@ -113,7 +117,10 @@ def lint_file(path: Path, settings: Settings, options: RunOptions) -> tuple[File
             )
         else:
             try:
-                write_source(source, fixed.text)
+                if options.write:
+                    write_source(source, fixed.text)
+                else:
+                    encode_text(source, fixed.text)  # the caller outputs it: it must encode
                 text = fixed.text
             except SourceError as exc:
                 result.fixed = 0

@@ -9,6 +9,7 @@ never shows a traceback.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. OPX1.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github"]), default=None)
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github", "sarif", "gitlab", "junit"]), default=None)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, help="Use this optax-lint.toml or pyproject.toml.")
 @click.option("--statistics", is_flag=True, help="Count findings per rule instead of listing them.")
@@ -89,16 +90,29 @@ def main() -> None:
 @click.option("--show-context", is_flag=True, help="Print each file's run context with its provenance, and the rules it leaves silent.")
 @click.option("--max-file-size", "max_file_size", default=None, metavar="SIZE",
               help="Report files larger than SIZE (bytes, or e.g. 512KB, 8MB; default 8MB) as OPX003 without reading them.")
+# CI and editor integration (issue 13): see _ci_filter and stdin.py.
+@click.option("--stdin-filename", default=None, metavar="PATH", help="With PATHS `-`: the name of the file read from stdin (messages, config, per-file settings).")
+@click.option("--diff-against", metavar="REF", default=None, help="Lint only files changed since git REF (its merge base with HEAD) and report only findings on changed lines.")
+@click.option("--baseline", "baseline_file", type=click.Path(path_type=Path), default=None, help="Report only findings not recorded in this baseline file.")
+@click.option("--update-baseline", is_flag=True, help="Record every current finding in the --baseline file, then exit 0.")
 @click.version_option(__version__, "--version", prog_name="optax-lint")
 def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_format, exit_zero, config_file,
           statistics, quiet, force_exclude, show_traceback, jobs, context_items=(), show_context=False,
-          verify=False, max_file_size=None) -> None:
-    """Lint PATHS (files or directories; default: the current directory)."""
+          verify=False, max_file_size=None, stdin_filename=None, diff_against=None, baseline_file=None,
+          update_baseline=False) -> None:
+    """Lint PATHS (files or directories; default: the current directory; `-`: stdin)."""
     from . import api, discovery
     from .config import ConfigError, load_settings
     from .reporters import ReportOptions, render, use_color
 
     start = Path(paths[0]) if paths else Path.cwd()
+    from_stdin = list(paths) == ["-"] or (stdin_filename is not None and not paths)
+    if "-" in paths and not from_stdin or stdin_filename is not None and not from_stdin:
+        _fail("read stdin with `optax-lint - --stdin-filename NAME`, without other paths")
+    if from_stdin:
+        start = Path(os.path.abspath(stdin_filename)).parent if stdin_filename else Path.cwd()
+    if update_baseline and baseline_file is None:
+        _fail("--update-baseline needs --baseline FILE")
     overrides = {
         "select": _split_codes(select),
         "ignore": _split_codes(ignore),
@@ -122,7 +136,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         _fail(str(exc))
 
     found = discovery.discover(
-        list(paths) or ["."],
+        [] if from_stdin else list(paths) or ["."],
         root=settings.root,
         exclude=settings.exclude if settings.exclude is not None else discovery.DEFAULT_EXCLUDE,
         extend_exclude=settings.extend_exclude,
@@ -135,9 +149,18 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         diff=diff,
         show_traceback=show_traceback,
         jobs=jobs,
-        with_edits=settings.output_format == "json",
+        with_edits=settings.output_format in ("json", "sarif"),
         context=cli_context,
     )
+    changes = None
+    if diff_against is not None:
+        from .gitdiff import GitError, changes_since, keep_changed
+
+        try:
+            changes = changes_since(diff_against)
+        except GitError as exc:
+            _fail(str(exc))
+        found.files = keep_changed(found.files, changes)
     if max_file_size is not None:
         options.max_file_bytes = _parse_size(max_file_size)
     if show_context:
@@ -157,13 +180,25 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             _fail(str(exc))
         options.verify_worker = worker
         options.jobs = 1  # one worker, one process: jax is imported once per run
-    outcome = api.run(found.files, settings, options)
+    if from_stdin:
+        from .stdin import read_stdin, run_stdin
+
+        data = read_stdin(sys.stdin.buffer, options.max_file_bytes)
+        excludes = [*(settings.exclude if settings.exclude is not None else discovery.DEFAULT_EXCLUDE), *settings.extend_exclude]
+        if stdin_filename and settings.force_exclude and discovery.is_excluded(stdin_filename, root=settings.root, patterns=excludes):
+            if options.fix:  # an excluded file passes through unchanged, as ruff does
+                sys.stdout.buffer.write(data)
+            sys.exit(0)
+        outcome, stdin_output = run_stdin(data, stdin_filename, settings, options)
+    else:
+        outcome = api.run(found.files, settings, options)
     from . import engine
     for problem in found.problems:
         result = api.FileResult(problem.path)
         result.findings.append(engine.meta_finding(engine.IO_ERROR, problem.path, problem.message))
         outcome.results.append(result)
 
+    _ci_filter(outcome, changes, baseline_file, update_baseline, quiet)
     fmt = settings.output_format
     report = ReportOptions(
         color=use_color(sys.stdout),
@@ -183,11 +218,15 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     if worker is not None:
         worker.close()
     text = render(outcome.results, fmt, sources=outcome.sources, options=report)
+    to_stderr = from_stdin and options.fix  # stdout carries the fixed text, as with ruff
+    if to_stderr:
+        sys.stdout.buffer.write(stdin_output)
+        sys.stdout.flush()
     if verify and fmt == "json":
         # With --verify, JSON carries the findings and the per-pipeline evidence.
         text = json.dumps({"findings": json.loads(text or "[]"), "verification": [r.to_dict() for r in outcome.verification]}, indent=2) + "\n"
     if text:
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(text, nl=not text.endswith("\n"), err=to_stderr)
     if verify and fmt != "json" and outcome.verification:
         from .verify.report import render as render_verification
 
@@ -197,6 +236,28 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     if outcome.internal_errors:
         sys.exit(2)
     sys.exit(0 if exit_zero or remaining == 0 else 1)
+
+
+def _ci_filter(outcome, changes, baseline_file: Optional[Path], update_baseline: bool, quiet: bool) -> None:
+    """--diff-against keeps findings on changed lines; --update-baseline records what is
+    left and exits; --baseline drops what it recorded."""
+    if changes is not None:
+        for result in outcome.results:
+            result.findings = [f for f in result.findings if changes.covers(f)]
+    if baseline_file is None:
+        return
+    from . import baseline
+
+    try:
+        if update_baseline:
+            count = baseline.write(baseline_file, outcome.findings, outcome.sources)
+            click.echo(f"Recorded {count} finding{'s' if count != 1 else ''} in {baseline_file}.", err=True)
+            sys.exit(2 if outcome.internal_errors else 0)
+        hidden = baseline.drop_known(outcome.results, outcome.sources, baseline_file, baseline.load(baseline_file))
+    except baseline.BaselineError as exc:
+        _fail(str(exc))
+    if hidden and not quiet:
+        click.echo(f"{hidden} finding{'s' if hidden != 1 else ''} recorded in {baseline_file} not shown.", err=True)
 
 
 @main.command("schedule")

@@ -26,7 +26,7 @@ from .catalogue import RuleSpec, load_catalogue
 STANDALONE_NAME = "optax-lint.toml"
 PYPROJECT_NAME = "pyproject.toml"
 TOOL_TABLE = "tool.optax-lint"
-OUTPUT_FORMATS = ("full", "concise", "json", "github")
+OUTPUT_FORMATS = ("full", "concise", "json", "github", "sarif", "gitlab", "junit")
 # Legitimate settings nest 3-4 levels (rules.CODE.option = [..]); anything far deeper
 # is hostile and would blow the stack of whoever walks it later (e.g. the context table).
 MAX_DEPTH = 32
