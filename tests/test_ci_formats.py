@@ -86,12 +86,21 @@ def test_sarif_rule_metadata(project: Path) -> None:
     for rule in driver["rules"]:
         spec = catalogue[rule["id"]]
         assert rule["shortDescription"]["text"] == spec.summary
-        assert rule["help"]["markdown"] == spec.render_doc()
+        assert rule["help"]["text"] == spec.render_doc()
+        markdown = rule["help"]["markdown"]
+        assert markdown.startswith(f"# {spec.name} ({spec.code})\n\nSeverity: {spec.severity.value}  \nFix: ")
+        assert markdown.replace("  \n", "\n").split("## What it does")[1] == spec.render_doc().split("## What it does")[1]
+        if spec.protocol:
+            assert f"({uri_base(rule)}/docs/protocol.md#{spec.protocol})" in markdown
         assert rule["fullDescription"]["text"].split()[:4] == spec.doc["what_it_does"].split()[:4]
         uri, anchor = rule["helpUri"].split("#")
         assert uri.startswith("https://") and uri.endswith("/docs/rules.md")
         assert anchor in headings, rule["id"]
         assert rule["defaultConfiguration"]["level"] == {"error": "error", "warning": "warning", "info": "note"}[spec.severity.value]
+
+
+def uri_base(rule: dict) -> str:
+    return rule["helpUri"].split("/docs/rules.md")[0]
 
 
 def _offset(text: str, line: int, column: int) -> int:

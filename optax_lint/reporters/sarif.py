@@ -43,6 +43,18 @@ def help_uri(spec: RuleSpec) -> str:
     return f"{RULES_DOC_URL}#{anchor(spec)}"
 
 
+def help_markdown(spec: RuleSpec) -> str:
+    """The rule doc as markdown: the metadata lines kept apart (hard line breaks) and
+    the protocol reference a link a code-scanning page can follow."""
+    doc = spec.render_doc()
+    if spec.protocol:
+        doc = doc.replace(f"Protocol: {spec.protocol_url}", f"Protocol: [{spec.protocol_url}]({HOMEPAGE}/blob/main/{spec.protocol_url})", 1)
+    head, _, body = doc.partition("\n\n")
+    meta, _, rest = body.partition("\n\n")
+    hard_breaks = meta.replace("\n", "  \n")
+    return f"{head}\n\n{hard_breaks}\n\n{rest}"
+
+
 def rule_descriptor(spec: RuleSpec) -> dict:
     doc = spec.render_doc()
     return {
@@ -50,7 +62,7 @@ def rule_descriptor(spec: RuleSpec) -> dict:
         "name": spec.name,
         "shortDescription": {"text": spec.summary},
         "fullDescription": {"text": " ".join(spec.doc.get("what_it_does", spec.summary).split())},
-        "help": {"text": doc, "markdown": doc},
+        "help": {"text": doc, "markdown": help_markdown(spec)},
         "helpUri": help_uri(spec),
         "defaultConfiguration": {"level": LEVEL[spec.severity], "enabled": spec.default_enabled},
         "properties": {"tags": [t for t in ("optax-lint", spec.family) if t], "fix": spec.fix.value if spec.fix else "none"},
