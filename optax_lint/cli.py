@@ -152,6 +152,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         with_edits=settings.output_format in ("json", "sarif"),
         context=cli_context,
     )
+    known = _load_baseline(baseline_file) if baseline_file is not None and not update_baseline else None
     changes = None
     if diff_against is not None:
         from .gitdiff import GitError, changes_since, keep_changed
@@ -181,11 +182,10 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         options.verify_worker = worker
         options.jobs = 1  # one worker, one process: jax is imported once per run
     if from_stdin:
-        from .stdin import read_stdin, run_stdin
+        from .stdin import force_excluded, read_stdin, run_stdin
 
         data = read_stdin(sys.stdin.buffer, options.max_file_bytes)
-        excludes = [*(settings.exclude if settings.exclude is not None else discovery.DEFAULT_EXCLUDE), *settings.extend_exclude]
-        if stdin_filename and settings.force_exclude and discovery.is_excluded(stdin_filename, root=settings.root, patterns=excludes):
+        if force_excluded(stdin_filename, settings):
             if options.fix:  # an excluded file passes through unchanged, as ruff does
                 sys.stdout.buffer.write(data)
             sys.exit(0)
@@ -198,7 +198,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         result.findings.append(engine.meta_finding(engine.IO_ERROR, problem.path, problem.message))
         outcome.results.append(result)
 
-    _ci_filter(outcome, changes, baseline_file, update_baseline, quiet)
+    _ci_filter(outcome, changes, baseline_file, known, quiet)
     fmt = settings.output_format
     report = ReportOptions(
         color=use_color(sys.stdout),
@@ -238,9 +238,18 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     sys.exit(0 if exit_zero or remaining == 0 else 1)
 
 
-def _ci_filter(outcome, changes, baseline_file: Optional[Path], update_baseline: bool, quiet: bool) -> None:
-    """--diff-against keeps findings on changed lines; --update-baseline records what is
-    left and exits; --baseline drops what it recorded."""
+def _load_baseline(path: Path) -> set:
+    from . import baseline
+
+    try:
+        return baseline.load(path)  # before linting: a wrong path fails fast
+    except baseline.BaselineError as exc:
+        _fail(str(exc))
+
+
+def _ci_filter(outcome, changes, baseline_file: Optional[Path], known: Optional[set], quiet: bool) -> None:
+    """--diff-against keeps findings on changed lines; --baseline drops the recorded ones
+    (`known`), or with --update-baseline (`known` None) records what is left and exits."""
     if changes is not None:
         for result in outcome.results:
             result.findings = [f for f in result.findings if changes.covers(f)]
@@ -248,14 +257,14 @@ def _ci_filter(outcome, changes, baseline_file: Optional[Path], update_baseline:
         return
     from . import baseline
 
-    try:
-        if update_baseline:
+    if known is None:
+        try:
             count = baseline.write(baseline_file, outcome.findings, outcome.sources)
-            click.echo(f"Recorded {count} finding{'s' if count != 1 else ''} in {baseline_file}.", err=True)
-            sys.exit(2 if outcome.internal_errors else 0)
-        hidden = baseline.drop_known(outcome.results, outcome.sources, baseline_file, baseline.load(baseline_file))
-    except baseline.BaselineError as exc:
-        _fail(str(exc))
+        except baseline.BaselineError as exc:
+            _fail(str(exc))
+        click.echo(f"Recorded {count} finding{'s' if count != 1 else ''} in {baseline_file}.", err=True)
+        sys.exit(2 if outcome.internal_errors else 0)
+    hidden = baseline.drop_known(outcome.results, outcome.sources, baseline_file, known)
     if hidden and not quiet:
         click.echo(f"{hidden} finding{'s' if hidden != 1 else ''} recorded in {baseline_file} not shown.", err=True)
 

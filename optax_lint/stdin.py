@@ -14,6 +14,7 @@ from typing import BinaryIO, Optional
 
 from . import api
 from .config import Settings
+from .discovery import DEFAULT_EXCLUDE, is_excluded
 from .source import SourceFile, encode_text, source_from_bytes
 
 STDIN_NAME = "-"
@@ -22,6 +23,14 @@ STDIN_NAME = "-"
 def read_stdin(stream: BinaryIO, max_bytes: int) -> bytes:
     """At most one byte past the bound, so a huge input is reported, not swallowed."""
     return stream.read(max_bytes + 1)
+
+
+def force_excluded(filename: Optional[str], settings: Settings) -> bool:
+    """--force-exclude applies to the stdin file name as to any named path."""
+    if not (filename and settings.force_exclude):
+        return False
+    patterns = [*(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDE), *settings.extend_exclude]
+    return is_excluded(filename, root=settings.root, patterns=patterns)
 
 
 def run_stdin(data: bytes, filename: Optional[str], settings: Settings, options: api.RunOptions) -> tuple[api.Outcome, bytes]:
