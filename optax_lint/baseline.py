@@ -10,8 +10,11 @@ from any working directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -40,6 +43,13 @@ def _keys(findings: list[Finding], sources: Mapping[str, str], baseline: Path):
     return finding_keys(findings, sources, _path_mapper(baseline))
 
 
+def _mode_of(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o644
+
+
 def write(baseline: Path, findings: list[Finding], sources: Mapping[str, str]) -> int:
     """Record `findings`; returns how many. Sorted output keeps the file's diffs small."""
     entries = []
@@ -52,10 +62,19 @@ def write(baseline: Path, findings: list[Finding], sources: Mapping[str, str]) -
         "findings": entries,
     }
     data = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
-    tmp = baseline.with_name(f".{baseline.name}.tmp")
     try:
-        tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, baseline)
+        # A temp file of its own beside the target, renamed over it: a reader (or a
+        # concurrent run) sees the old baseline or the new one, never half of one.
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(baseline)), prefix=f".{baseline.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            os.chmod(tmp, _mode_of(baseline))  # mkstemp made it 0600; the file is meant to be committed
+            os.replace(tmp, baseline)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except OSError as exc:
         raise BaselineError(f"{baseline}: cannot write the baseline: {exc.strerror or exc}") from exc
     return len(entries)

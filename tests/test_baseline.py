@@ -31,6 +31,10 @@ def record(project: Path, *extra: str) -> dict:
 
 def test_update_baseline_records_keys_not_lines(project: Path) -> None:
     data = record(project)
+    assert (project / "baseline.json").stat().st_mode & 0o777 == 0o644
+    (project / "baseline.json").chmod(0o664)
+    record(project)  # rewriting keeps the file's mode
+    assert (project / "baseline.json").stat().st_mode & 0o777 == 0o664
     assert data["optax-lint-baseline"] == 1
     assert [(e["code"], e["path"], e["snippet"], e["index"]) for e in data["findings"]] == [
         ("OPX101", "src/other.py", "optax.clip_by_global_norm(1.0),", 0),
