@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from optax_lint.config import OUTPUT_FORMATS
 from optax_lint.diagnostics import FileResult, Finding, Severity, Span
 from optax_lint.reporters import FORMATS, ReportOptions, render
 
-from test_cli import BAD, UNSAFE_ONLY, run
+from test_cli import BAD, GOOD, UNSAFE_ONLY, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -199,3 +202,35 @@ def test_junit_clean_run_and_hostile_text() -> None:
     failure = ET.fromstring(text).find("testsuite/testcase/failure")
     assert failure.get("message") == 'bad \\u001b[31m\\u0000 <name> & "q"'
     assert ET.fromstring(text).find("testsuite").get("name") == "a\\u0007b.py"
+
+
+# --- the README's snippets, run as written ----------------------------------------------
+
+
+def test_readme_ci_snippets_run_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Pull requests, code scanning, baselines and stdin")[1].split("\n## ")[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    assert len(blocks) == 4
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "optax-lint"  # the installed command, as a user has it
+    shim.write_text(f'#!/bin/sh\n"{sys.executable}" -m optax_lint "$@"\necho "$?" >> "{tmp_path}/codes"\n')
+    shim.chmod(0o755)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(BAD)
+    git = ["git", "-c", "user.email=a@b.c", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"], ["update-ref", "refs/remotes/origin/main", "HEAD"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, timeout=60)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    for block in blocks:
+        proc = subprocess.run(["bash", "-c", block], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        assert "error" not in proc.stderr.lower(), (block, proc.stderr)
+    codes = (tmp_path / "codes").read_text().split()
+    assert len(codes) == 8 and "2" not in codes, codes  # every optax-lint line ran, none a usage error
+    assert validator().is_valid(json.loads((repo / "optax-lint.sarif").read_text()))
+    assert json.loads((repo / "gl-code-quality-report.json").read_text())[0]["check_name"] == "OPX101"
+    assert ET.fromstring((repo / "optax-lint-junit.xml").read_text()).get("failures") == "1"
+    assert json.loads((repo / "optax-lint-baseline.json").read_text())["findings"][0]["code"] == "OPX101"
+    assert (repo / "fixed.py").read_text() == GOOD
