@@ -43,7 +43,9 @@ class Changes:
         if key not in self.lines:
             return False
         changed = self.lines[key]
-        if changed is None or finding.code in FILE_LEVEL_CODES:
+        # A notebook's finding lines count within its cells, not the JSON file git diffs:
+        # a changed notebook is reported whole.
+        if changed is None or finding.code in FILE_LEVEL_CODES or key.lower().endswith(".ipynb"):
             return True
         return any(n in changed for n in range(finding.span.line, max(finding.span.end_line, finding.span.line) + 1))
 

@@ -3,13 +3,15 @@ changed lines (in a real temporary git repository)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from optax_lint.gitdiff import parse_diff
+from optax_lint.diagnostics import Finding, Severity, Span
+from optax_lint.gitdiff import Changes, parse_diff
 
 from test_cli import BAD, GOOD, run
 
@@ -115,3 +117,9 @@ def test_parse_diff_reads_hunks_names_and_ignores_content_lookalikes() -> None:
         "-x\n"
     )
     assert parse_diff(text) == {"x.py": frozenset({4, 5, 12}), "sp\u00e9cial\tname.py": frozenset({1})}
+
+
+def test_a_changed_notebook_is_reported_whole() -> None:
+    changes = Changes({os.path.realpath("nb.ipynb"): frozenset({40}), os.path.realpath("a.py"): frozenset({40})})
+    at_cell_line = [Finding("OPX101", "n", Severity.ERROR, "m", name, Span(3, 1, 3, 9)) for name in ("nb.ipynb", "a.py", "b.ipynb")]
+    assert [changes.covers(f) for f in at_cell_line] == [True, False, False]
