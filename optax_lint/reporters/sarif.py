@@ -13,7 +13,7 @@ import json as _json
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import quote
 
 from .. import __version__
@@ -102,11 +102,10 @@ def fixes(finding: Finding) -> list[dict]:
     ]
 
 
-def result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
+def result(finding: Finding, rule_index: Optional[int], fingerprint: str) -> dict:
     location = {"physicalLocation": {"artifactLocation": artifact_location(finding.path), "region": region(finding.span)}}
     out = {
         "ruleId": finding.code,
-        "ruleIndex": rule_index,
         "level": LEVEL[finding.severity],
         "message": {"text": finding.message},
         "locations": [location],
@@ -121,6 +120,8 @@ def result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
             }
             for n, rel in enumerate(finding.related, start=1)
         ]
+    if rule_index is not None:  # a code outside the catalogue still reports, unindexed
+        out["ruleIndex"] = rule_index
     found_fixes = fixes(finding)
     if found_fixes:
         out["fixes"] = found_fixes
@@ -130,7 +131,7 @@ def result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
 def sarif_log(findings: list[Finding], sources: Mapping[str, str]) -> dict:
     catalogue = load_catalogue()
     index = {code: n for n, code in enumerate(catalogue)}
-    results = [result(f, index[f.code], key.digest()) for f, key in finding_keys(findings, sources)]
+    results = [result(f, index.get(f.code), key.digest()) for f, key in finding_keys(findings, sources)]
     run = {
         "tool": {
             "driver": {
