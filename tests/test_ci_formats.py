@@ -70,6 +70,8 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
     codes = {r["ruleId"] for r in run_["results"]}
     assert {"OPX001", "OPX101", "OPX102", "OPX105", "OPX302"} <= codes
     assert any("fixes" in r for r in run_["results"]) and any("relatedLocations" in r for r in run_["results"])
+    rules = run_["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in run_["results"])
     # The validator is not vacuous: the same log with a broken region or no version fails.
     broken = json.loads(json.dumps(log))
     broken["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0
