@@ -94,7 +94,7 @@ def load(baseline: Path) -> set[Key]:
             Key(str(e["code"]), str(e["path"]), str(e["snippet"]), int(e["index"]))
             for e in payload["findings"]
         }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise BaselineError(f"{baseline}: not a valid baseline file ({exc}); regenerate it with --update-baseline") from exc
 
 

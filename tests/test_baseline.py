@@ -89,5 +89,7 @@ def test_baseline_errors_exit_two(project: Path) -> None:
     assert run(["src", "--baseline", "bad.json"], project).exit_code == 2
     (project / "other.json").write_text('{"findings": []}')
     assert "not a valid baseline" in run(["src", "--baseline", "other.json"], project).output
+    (project / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # hostile: deeper than json's recursion
+    assert "not a valid baseline" in run(["src", "--baseline", "deep.json"], project).output
     assert run(["src", "--update-baseline"], project).exit_code == 2
     assert not os.path.exists(project / "baseline.json")
