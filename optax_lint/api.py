@@ -18,7 +18,7 @@ from . import readlog
 from .cache import FixMarker as _Marker
 from .config import Settings, load_settings
 from .diagnostics import FileResult, Finding
-from .source import SourceError, read_source, write_source
+from .source import SourceError, SourceFile, encode_text, read_source, write_source
 
 
 class _LazyEngine:
@@ -44,6 +44,7 @@ class RunOptions:
     jobs: int = 1
     with_edits: bool = False  # compute fixes' text edits (JSON output)
     context: Optional[dict] = None  # run context declared on the command line: {field: value}
+    write: bool = True  # False: --fix returns the fixed text instead of writing it (stdin)
     verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
     cache_dir: Optional[Path] = None  # result cache folder (None: no cache); see cache.py
     progress: Optional[Callable[[int], None]] = None  # called with the number of files just finished
@@ -67,9 +68,16 @@ def display_path(path: Path) -> str:
     return text[2:] if text.startswith("./") else text
 
 
-def lint_file(path: Path, settings: Settings, options: RunOptions, source=None) -> tuple[FileResult, Optional[str], int]:
-    """(result, text for code frames, internal error count) for one file (`source`: the
-    file already read by the caller)."""
+def lint_file(
+    path: Path,
+    settings: Settings,
+    options: RunOptions,
+    source: Optional[SourceFile] = None,
+    read: Optional[Callable[[Path], SourceFile]] = None,
+) -> tuple[FileResult, Optional[str], int]:
+    """(result, text for code frames, internal error count) for one file. `source`: the
+    file already read by the caller (the cache's check); `read` replaces reading it
+    from disk (stdin)."""
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
@@ -78,7 +86,8 @@ def lint_file(path: Path, settings: Settings, options: RunOptions, source=None) 
         result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, message))
         return result, None, 0
     try:
-        source = source or read_source(path, max_bytes=options.max_file_bytes)
+        if source is None:
+            source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
         code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
         if code in codes or code == engine.IO_ERROR:
@@ -130,7 +139,10 @@ def lint_file(path: Path, settings: Settings, options: RunOptions, source=None) 
             )
         else:
             try:
-                write_source(source, fixed.text)
+                if options.write:
+                    write_source(source, fixed.text)
+                else:
+                    encode_text(source, fixed.text)  # the caller outputs it: it must encode
                 text = fixed.text
             except SourceError as exc:
                 result.fixed = 0

@@ -116,8 +116,9 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. OPX1.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github"]), default=None,
-              help="How findings are printed: full (code frames, default), concise (one line each), json, github (PR annotations).")
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "github", "sarif", "gitlab", "junit"]), default=None,
+              help="How findings are printed: full (code frames, default), concise (one line each), json, github (PR annotations), "
+                   "sarif (SARIF 2.1.0, code scanning), gitlab (Code Quality), junit (test reports).")
 @click.option("--fail-level", type=click.Choice(["error", "warning", "info"]), default=None,
               help="Lowest severity that fails the run (exit 1). Default: warning, so info findings are shown but never block.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
@@ -136,16 +137,29 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, envvar="OPTAX_LINT_NO_CACHE", help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Result cache folder (default: .optax_lint_cache at the project root).")
+# CI and editor integration: see _ci_filter and stdin.py.
+@click.option("--stdin-filename", default=None, metavar="PATH", help="With PATHS `-`: the name of the file read from stdin (messages, config, per-file settings).")
+@click.option("--diff-against", metavar="REF", default=None, help="Lint only files changed since git REF (its merge base with HEAD) and report only findings on changed lines.")
+@click.option("--baseline", "baseline_file", type=click.Path(path_type=Path), default=None, help="Report only findings not recorded in this baseline file.")
+@click.option("--update-baseline", is_flag=True, help="Record every current finding in the --baseline file, then exit 0.")
 @click.version_option(__version__, "--version", "-V", prog_name="optax-lint", help="Show the version and exit.")
 def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_format, exit_zero, config_file,
           statistics, quiet, force_exclude, show_traceback, jobs, context_items=(), show_context=False,
-          verify=False, max_file_size=None, fail_level=None, no_cache=False, cache_dir=None) -> None:
-    """Lint PATHS (files or directories; default: the current directory)."""
+          verify=False, max_file_size=None, fail_level=None, no_cache=False, cache_dir=None, stdin_filename=None,
+          diff_against=None, baseline_file=None, update_baseline=False) -> None:
+    """Lint PATHS (files or directories; default: the current directory; `-`: stdin)."""
     from . import api
     from .config import ConfigError, load_settings
     from .reporters import ReportOptions, render, use_color
 
     start = Path(paths[0]) if paths else Path.cwd()
+    from_stdin = list(paths) == ["-"] or (stdin_filename is not None and not paths)
+    if "-" in paths and not from_stdin or stdin_filename is not None and not from_stdin:
+        _fail("read stdin with `optax-lint - --stdin-filename NAME`, without other paths")
+    if from_stdin:
+        start = Path(os.path.abspath(stdin_filename)).parent if stdin_filename else Path.cwd()
+    if update_baseline and baseline_file is None:
+        _fail("--update-baseline needs --baseline FILE")
     overrides = {
         "select": _split_codes(select),
         "ignore": _split_codes(ignore),
@@ -171,16 +185,26 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     except ContextError as exc:
         _fail(str(exc))
 
-    found, missing = _discover(paths, settings)
+    found, missing = _discover(paths, settings, from_stdin)
     options = api.RunOptions(
         fix=bool(settings.fix) and not diff,
         unsafe_fixes=bool(settings.unsafe_fixes),
         diff=diff,
         show_traceback=show_traceback,
         jobs=jobs,
-        with_edits=settings.output_format == "json",
+        with_edits=settings.output_format in ("json", "sarif"),
         context=cli_context,
     )
+    known = _load_baseline(baseline_file) if baseline_file is not None and not update_baseline else None
+    changes = None
+    if diff_against is not None:
+        from .gitdiff import GitError, changes_since, keep_changed
+
+        try:
+            changes = changes_since(diff_against)
+        except GitError as exc:
+            _fail(str(exc))
+        found.files = keep_changed(found.files, changes)
     if max_file_size is not None:
         options.max_file_bytes = _parse_size(max_file_size)
     if not no_cache:
@@ -202,10 +226,20 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             _fail(str(exc))
         options.verify_worker = worker
         options.jobs = 1  # one worker, one process: jax is imported once per run
-    from .progress import progress_bar
+    if from_stdin:
+        from .stdin import force_excluded, read_stdin, run_stdin
 
-    with progress_bar(len(found.files)) as options.progress:
-        outcome = api.run(found.files, settings, options)
+        data = read_stdin(sys.stdin.buffer, options.max_file_bytes)
+        if force_excluded(stdin_filename, settings):
+            if options.fix:  # an excluded file passes through unchanged, as ruff does
+                sys.stdout.buffer.write(data)
+            sys.exit(0)
+        outcome, stdin_output = run_stdin(data, stdin_filename, settings, options)
+    else:
+        from .progress import progress_bar
+
+        with progress_bar(len(found.files)) as options.progress:
+            outcome = api.run(found.files, settings, options)
     from . import engine
 
     for problem in found.problems:
@@ -215,6 +249,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         result.findings.append(engine.meta_finding(engine.IO_ERROR, problem.path, problem.message))
         outcome.results.append(result)
 
+    _ci_filter(outcome, changes, baseline_file, known, quiet)
     fmt = settings.output_format
     report = ReportOptions(
         color=use_color(sys.stdout),
@@ -239,11 +274,15 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             sys.exit(2)
         sys.exit(1 if (diffs or unreadable) and not exit_zero else 0)
     text = render(outcome.results, fmt, sources=outcome.sources, options=report)
+    to_stderr = from_stdin and options.fix  # stdout carries the fixed text, as with ruff
+    if to_stderr:
+        sys.stdout.buffer.write(stdin_output)
+        sys.stdout.flush()
     if verify and fmt == "json":
         # With --verify, JSON carries the findings and the per-pipeline evidence.
         text = json.dumps({"findings": json.loads(text or "[]"), "verification": [r.to_dict() for r in outcome.verification]}, indent=2) + "\n"
     if text:
-        click.echo(text, nl=not text.endswith("\n"), color=report.color)  # FORCE_COLOR survives a pipe
+        click.echo(text, nl=not text.endswith("\n"), err=to_stderr, color=report.color)  # FORCE_COLOR survives a pipe
     if verify and fmt != "json" and outcome.verification:
         from .verify.report import render as render_verification
 
@@ -256,11 +295,13 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     sys.exit(0 if exit_zero or failing == 0 else 1)
 
 
-def _discover(paths: tuple[str, ...], settings) -> tuple[Discovery, set[str]]:
+def _discover(paths: tuple[str, ...], settings, from_stdin: bool = False) -> tuple[Discovery, set[str]]:
     """The files under `paths`, and the paths that do not exist (a usage error, exit 2,
     as in ruff). Warns on stderr when nothing to lint was found."""
     from . import discovery
 
+    if from_stdin:
+        return discovery.Discovery(), set()
     missing = {p for p in paths if not os.path.exists(p)}
     found = discovery.discover(
         list(paths) or ["."],
@@ -336,6 +377,37 @@ def clean(path: Optional[Path], cache_dir: Optional[Path]) -> None:
     if not remove_cache(cache_dir):
         _fail(f"{cache_dir} holds no optax-lint CACHEDIR.TAG; not deleting it")
     click.echo(f"Removed {cache_dir}" if not cache_dir.exists() else f"Could not remove {cache_dir}", err=True)
+
+
+def _load_baseline(path: Path) -> set:
+    from . import baseline
+
+    try:
+        return baseline.load(path)  # before linting: a wrong path fails fast
+    except baseline.BaselineError as exc:
+        _fail(str(exc))
+
+
+def _ci_filter(outcome, changes, baseline_file: Optional[Path], known: Optional[set], quiet: bool) -> None:
+    """--diff-against keeps findings on changed lines; --baseline drops the recorded ones
+    (`known`), or with --update-baseline (`known` None) records what is left and exits."""
+    if changes is not None:
+        for result in outcome.results:
+            result.findings = [f for f in result.findings if changes.covers(f)]
+    if baseline_file is None:
+        return
+    from . import baseline
+
+    if known is None:
+        try:
+            count = baseline.write(baseline_file, outcome.findings, outcome.sources)
+        except baseline.BaselineError as exc:
+            _fail(str(exc))
+        click.echo(f"Recorded {count} finding{'s' if count != 1 else ''} in {baseline_file}.", err=True)
+        sys.exit(2 if outcome.internal_errors else 0)
+    hidden = baseline.drop_known(outcome.results, outcome.sources, baseline_file, known)
+    if hidden and not quiet:
+        click.echo(f"{hidden} finding{'s' if hidden != 1 else ''} recorded in {baseline_file} not shown.", err=True)
 
 
 @main.command("schedule")

@@ -93,9 +93,13 @@ def read_source(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
             os.close(fd)
     except OSError as exc:
         raise _os_error(exc) from exc
-    if len(data) > max_bytes:  # grew after the stat
-        raise _too_large(len(data), max_bytes, at_least=True)
+    return source_from_bytes(path, data, stat.S_IMODE(st.st_mode), max_bytes=max_bytes)
 
+
+def source_from_bytes(path: Path, data: bytes, mode: int = 0o644, *, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
+    """Decode `data` as Python would a file named `path` (stdin input goes through here)."""
+    if len(data) > max_bytes:  # a file that grew after the stat; stdin read one byte past the bound
+        raise _too_large(len(data), max_bytes, at_least=True)
     nul = data.find(b"\x00")
     if nul != -1:
         raise SourceError("binary", f"binary file (NUL byte at offset {nul})")
@@ -109,7 +113,7 @@ def read_source(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
         encoding=encoding,
         bom=bom,
         newline=_dominant_newline(text),
-        mode=stat.S_IMODE(st.st_mode),
+        mode=mode,
         digest=hashlib.sha256(data).hexdigest(),
     )
 

@@ -265,3 +265,58 @@ def test_config_module_that_is_a_fifo_or_a_device_does_not_hang(hostile: Path, t
     assert code == 1, (out, err)
     assert "train.py:22:7: OPX101" in out
     assert_nothing_ran(data, tree)
+
+
+# --- CI integration: output formats, stdin, baseline, --diff-against -----------------------
+
+
+@pytest.mark.parametrize("mode", [["--output-format", "sarif"], ["--output-format", "gitlab"], ["--output-format", "junit"]])
+def test_ci_formats_write_nothing(hostile: Path, tmp_path: Path, mode) -> None:
+    tree = hostile / "shell_in_chain"
+    code, out, _, data = audited(["-j", "1", *mode, "."], tree, tmp_path)
+    assert code == 1 and out
+    assert_nothing_ran(data, tree)
+    assert writes(data) == []
+
+
+def test_stdin_fix_writes_only_to_stdout(hostile: Path, tmp_path: Path) -> None:
+    tree = hostile / "shell_in_chain"
+    before = (tree / "train.py").read_bytes()
+    log = tmp_path / "audit.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AUDIT_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-c", _AUDITED, "-", "--stdin-filename", "train.py", "--fix"], cwd=tree,
+                          env=env, input=before, capture_output=True, timeout=300)
+    data = json.loads(log.read_text())
+    assert data["code"] in (0, 1) and proc.stdout != before and b"clip_by_global_norm" in proc.stdout
+    assert_nothing_ran(data, tree)
+    assert writes(data) == [] and (tree / "train.py").read_bytes() == before
+
+
+def test_update_baseline_writes_only_the_baseline_file(hostile: Path, tmp_path: Path) -> None:
+    tree = hostile / "shell_in_chain"
+    code, _, err, data = audited(["-j", "1", ".", "--baseline", "base.json", "--update-baseline"], tree, tmp_path)
+    assert code == 0, err
+    assert_nothing_ran(data, tree)
+    written = [e[1] for e in writes(data) if e[0] == "open-write" and not e[1].isdigit()]  # digits: os.fdopen of it
+    assert len(written) == 1 and os.path.dirname(written[0]) == str(tree), written
+    assert os.path.basename(written[0]).startswith(".base.json.") and written[0].endswith(".tmp")
+    assert {e[0] for e in writes(data)} == {"open-write", "os.chmod", "os.rename"}  # the temp file renamed over base.json
+    assert (tree / "base.json").is_file() and not list(tree.glob(".base.json.*"))
+
+
+def test_diff_against_runs_only_git_with_fixed_arguments(hostile: Path, tmp_path: Path) -> None:
+    tree = hostile / "shell_in_chain"
+    git = ["git", "-c", "user.email=a@b.c", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=tree, check=True, timeout=60)
+    subprocess.run([*git, "add", "."], cwd=tree, check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=tree, check=True, timeout=60)
+    (tree / "train.py").write_text((tree / "train.py").read_text() + "\n# changed\n")
+    code, out, err, data = audited(["-j", "1", "--diff-against", "HEAD", "."], tree, tmp_path)
+    assert code in (0, 1), err
+    spawned = [e for e in data["events"] if e[0].startswith(("subprocess.", "os.posix_spawn", "os.exec", "os.fork"))]
+    assert spawned and all(e[0] == "subprocess.Popen" and e[1].startswith("('git', ['git', '-c', 'core.quotePath=false',") for e in spawned), spawned
+    assert writes(data) == []
+    # A hostile ref is refused before git sees it.
+    code, _, err, data = audited(["--diff-against", "--output=PWNED", "."], tree, tmp_path)
+    assert code == 2 and not [e for e in data["events"] if e[0].startswith("subprocess.")]
+    assert not list(tree.rglob("PWNED*"))

@@ -26,6 +26,7 @@ class ReportOptions:
 
 # Imported after ReportOptions so the format modules can be loaded in any order.
 from . import concise, full, github, json  # noqa: E402
+from . import gitlab, junit, sarif  # noqa: E402  (CI formats)
 
 Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
 
@@ -34,6 +35,9 @@ FORMATS: dict[str, Formatter] = {
     "concise": concise.render,
     "json": json.render,
     "github": github.render,
+    "sarif": sarif.render,
+    "gitlab": gitlab.render,
+    "junit": junit.render,
 }
 
 

@@ -1,0 +1,48 @@
+"""The junit format: JUnit XML, for CI systems that show test reports.
+
+One testsuite per file with findings, one failed testcase per finding (ruff's layout);
+a run without findings is one passing testcase, so the report is never empty.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from typing import TYPE_CHECKING, Mapping
+
+from ..diagnostics import Finding
+
+if TYPE_CHECKING:
+    from . import ReportOptions
+
+# Characters XML 1.0 cannot carry even escaped; a hostile file name or message must not
+# make the whole report unparseable.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _element(parent: ET.Element, tag: str, **attrs: object) -> ET.Element:
+    return ET.SubElement(parent, tag, {k: _clean(str(v)) for k, v in attrs.items()})
+
+
+def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        by_file[finding.path].append(finding)
+    root = ET.Element("testsuites", {"name": "optax-lint", "tests": str(max(len(findings), 1)), "failures": str(len(findings)), "errors": "0"})
+    if not findings:
+        suite = _element(root, "testsuite", name="optax-lint", tests=1, failures=0, errors=0)
+        _element(suite, "testcase", name="no findings", classname="optax-lint")
+    for path, items in by_file.items():
+        suite = _element(root, "testsuite", name=path, tests=len(items), failures=len(items), errors=0)
+        for f in items:
+            s = f.span
+            case = _element(suite, "testcase", name=f"{f.code} ({f.name})", classname=path, file=path, line=s.line, column=s.column)
+            failure = _element(case, "failure", message=f.message, type=f.code)
+            failure.text = _clean(f"{path}:{s.line}:{s.column}: {f.code} [{f.severity.value}] {f.message}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
