@@ -125,7 +125,10 @@ def test_inputs_cannot_inject_shell(installed, repo: Path) -> None:
     outputs = dict(outputs)
     proc = run_step("lint", {"paths": "src/clean.py $(touch${IFS}pwned) `touch pwned2` *"}, outputs, repo, scratch)
     assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
-    assert proc.returncode == 1 and "OPX003" in proc.stdout  # the odd "paths" were linted as names
+    # The odd "paths" reached optax-lint as literal names: missing paths, a usage error (exit 2).
+    assert proc.returncode == 2
+    assert "$(touch${IFS}pwned): no such file or directory" in proc.stderr
+    assert "`touch: no such file or directory" in proc.stderr
 
 
 def test_readme_workflow_uses_the_action_inputs() -> None:

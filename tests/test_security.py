@@ -273,7 +273,7 @@ def test_config_module_that_is_a_fifo_or_a_device_does_not_hang(hostile: Path, t
 @pytest.mark.parametrize("mode", [["--output-format", "sarif"], ["--output-format", "gitlab"], ["--output-format", "junit"]])
 def test_ci_formats_write_nothing(hostile: Path, tmp_path: Path, mode) -> None:
     tree = hostile / "shell_in_chain"
-    code, out, _, data = audited(["-j", "1", *mode, "."], tree, tmp_path)
+    code, out, _, data = audited(["-j", "1", "--no-cache", *mode, "."], tree, tmp_path)
     assert code == 1 and out
     assert_nothing_ran(data, tree)
     assert writes(data) == []
@@ -294,7 +294,7 @@ def test_stdin_fix_writes_only_to_stdout(hostile: Path, tmp_path: Path) -> None:
 
 def test_update_baseline_writes_only_the_baseline_file(hostile: Path, tmp_path: Path) -> None:
     tree = hostile / "shell_in_chain"
-    code, _, err, data = audited(["-j", "1", ".", "--baseline", "base.json", "--update-baseline"], tree, tmp_path)
+    code, _, err, data = audited(["-j", "1", "--no-cache", ".", "--baseline", "base.json", "--update-baseline"], tree, tmp_path)
     assert code == 0, err
     assert_nothing_ran(data, tree)
     written = [e[1] for e in writes(data) if e[0] == "open-write" and not e[1].isdigit()]  # digits: os.fdopen of it
@@ -311,7 +311,7 @@ def test_diff_against_runs_only_git_with_fixed_arguments(hostile: Path, tmp_path
     subprocess.run([*git, "add", "."], cwd=tree, check=True, timeout=60)
     subprocess.run([*git, "commit", "-qm", "x"], cwd=tree, check=True, timeout=60)
     (tree / "train.py").write_text((tree / "train.py").read_text() + "\n# changed\n")
-    code, out, err, data = audited(["-j", "1", "--diff-against", "HEAD", "."], tree, tmp_path)
+    code, out, err, data = audited(["-j", "1", "--no-cache", "--diff-against", "HEAD", "."], tree, tmp_path)
     assert code in (0, 1), err
     spawned = [e for e in data["events"] if e[0].startswith(("subprocess.", "os.posix_spawn", "os.exec", "os.fork"))]
     assert spawned and all(e[0] == "subprocess.Popen" and e[1].startswith("('git', ['git', '-c', 'core.quotePath=false',") for e in spawned), spawned
