@@ -33,7 +33,7 @@ def fix_marker(options: ReportOptions) -> str:
 
 def header(finding: Finding, options: ReportOptions) -> str:
     """`path:line:col: CODE [*] message`; [*] only when --fix would apply the fix."""
-    where = f"{paint(finding.path, BOLD, options)}:{finding.span.line}:{finding.span.column}:"
+    where = paint(finding.path, BOLD, options) + finding.location[len(finding.path):] + ":"
     code = paint(finding.code, SEVERITY_COLOR[finding.severity], options)
     marker = fix_marker(options) + " " if finding.fixable(options.unsafe_fixes) else ""
     return f"{where} {code} {marker}{finding.message}"

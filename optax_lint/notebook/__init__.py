@@ -1,0 +1,150 @@
+"""Jupyter notebooks (.ipynb): lint the code cells as one module, fix them in place.
+
+`format` finds the cells in the JSON text and splices fixed sources back into it;
+`magics` turns IPython-only lines into placeholders; `layout` joins the cells into
+one logical module and maps lines (and fix edits) back to cells. Findings carry the
+cell number and the line within the cell: `nb.ipynb:cell 3:2:5: OPX101 ...`.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+from ..diagnostics import Edit, FileResult, Finding, Span
+from ..source import SourceError, _human_size, read_source, write_source
+from .format import NotebookError, parse, replace_sources
+from .layout import Layout
+
+__all__ = ["SIZE_FACTOR", "lint_notebook_file", "notebook_text"]
+
+# Outputs (plots, logs) make notebooks large without adding code: the file may be this
+# many times --max-file-size; the code cells themselves must stay within it.
+SIZE_FACTOR = 8
+_PYTHON = ("python", "python3", "ipython", "ipython3")
+
+
+def _map_span(layout: Layout, text: str, span: Span) -> tuple[int, Span]:
+    cell, line = layout.locate(text, span.line)
+    shift = span.line - line
+    return cell, Span(line, span.column, span.end_line - shift, span.end_column)
+
+
+def to_cells(findings: list[Finding], layout: Layout, text: str) -> list[Finding]:
+    """Give each finding (and its related spans and fix edits) its cell and in-cell lines."""
+    for finding in findings:
+        if finding.cell is not None:
+            continue
+        finding.cell, finding.span = _map_span(layout, text, finding.span)
+        finding.related = [replace(r, cell=c, span=s) for r in finding.related for c, s in [_map_span(layout, text, r.span)]]
+        if finding.fix is not None and finding.fix.edits:
+            finding.fix.edits = [Edit(_map_span(layout, text, e.span)[1], e.content) for e in finding.fix.edits]
+    return findings
+
+
+def _gate(layout: Layout, verify_gate):
+    """Refuse edits outside one linted cell or over a magic line; then --verify's gate."""
+    from ..engine import _text_edit
+
+    def gate(finding, module, new_module):
+        old = module.code
+        reason = layout.refusal(old, *_text_edit(old, new_module.code))
+        if reason is not None:
+            return False, reason
+        return verify_gate(finding, module, new_module) if verify_gate is not None else (True, "")
+
+    return gate
+
+
+def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
+    parts = []
+    for number, new in after.items():
+        if new != before[number]:
+            parts.append("".join(difflib.unified_diff(
+                before[number].splitlines(keepends=True), new.splitlines(keepends=True),
+                fromfile=f"a/{shown}:cell {number}", tofile=f"b/{shown}:cell {number}",
+            )))
+    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+
+
+def load(path: Path, max_file_bytes: int):
+    """(source file, parsed notebook, layout); raises SourceError or NotebookError."""
+    try:
+        source = read_source(path, max_bytes=max_file_bytes * SIZE_FACTOR)
+    except SourceError as exc:
+        if exc.kind == "too-large":
+            exc.message = exc.message.replace("(--max-file-size)", f"for notebooks ({SIZE_FACTOR} x --max-file-size)")
+        raise
+    nb = parse(source.text)
+    layout = Layout(nb.cells)
+    size = len(layout.text.encode("utf-8", "surrogatepass"))
+    if size > max_file_bytes:
+        raise SourceError("too-large", f"the code cells hold {_human_size(size)}, above the {_human_size(max_file_bytes)} limit (--max-file-size)")
+    return source, nb, layout
+
+
+def notebook_text(text: str) -> Optional[str]:
+    """The logical module of a notebook's JSON text (None if it is not a notebook)."""
+    try:
+        return Layout(parse(text).cells).text
+    except NotebookError:
+        return None
+
+
+def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options) -> tuple[FileResult, None, int]:
+    """lint_file for a notebook: same options, same result shape, findings per cell."""
+    from .. import api, engine
+
+    result = FileResult(shown)
+    try:
+        source, nb, layout = load(path, options.max_file_bytes)
+    except SourceError as exc:
+        return api.read_failure(result, exc, codes), None, 0
+    except NotebookError as exc:
+        if exc.code in codes or exc.code == engine.IO_ERROR:
+            result.findings.append(engine.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
+        result.error = exc.message
+        return result, None, 0
+    if nb.language is not None and nb.language.lower() not in _PYTHON:
+        return result, None, 0  # an R or Julia notebook: nothing for us
+    problems = [
+        replace(engine.meta_finding(engine.SYNTAX_ERROR, shown, p.message, p.line, p.column), cell=p.number)
+        for p in layout.problems if engine.SYNTAX_ERROR in codes
+    ]
+    before = layout.sources(layout.text)
+    declared = api._declared_context(path, settings, options)
+    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
+    if not (options.fix or options.diff):
+        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, **common)
+        if options.with_edits:
+            engine.attach_edits(layout.text, run)
+        result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
+        result.cell_sources = before
+        return result, None, run.internal_errors
+    original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
+    fixed = engine.fix_text(
+        layout.text, shown, codes, settings.rule_options, unsafe=options.unsafe_fixes,
+        gate=_gate(layout, api._gate(options, shown)), on_edits=layout.applied, **common,
+    )
+    to_cells(fixed.dropped, original, original.text)
+    result.findings = problems + to_cells(api.fixed_findings(fixed, shown), layout, fixed.text)
+    result.findings.sort(key=lambda f: f.sort_key)
+    after = layout.sources(fixed.text)
+    result.cell_sources = before
+    if after != before:
+        result.fixed = fixed.applied
+        if options.diff:
+            result.diff = _diff(shown, before, after)
+        else:
+            try:
+                write_source(source, replace_sources(nb, after))
+                result.cell_sources = after
+            except SourceError as exc:
+                result.fixed = 0
+                run = engine.lint_text(layout.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
+                result.findings = problems + to_cells(run.findings, original, original.text)
+                result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
+    return result, None, fixed.internal_errors + len(fixed.dropped)
