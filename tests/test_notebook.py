@@ -329,3 +329,11 @@ def test_directory_walks_take_notebooks_unless_excluded(tmp_path: Path) -> None:
     assert [p.name for p in discover([tmp_path], root=tmp_path).files] == ["explore.ipynb", "train.py"]
     skipped = discover([tmp_path], root=tmp_path, extend_exclude=["*.ipynb"])
     assert [p.name for p in skipped.files] == ["train.py"]
+
+
+def test_show_context_spells_cell_locations(tmp_path: Path) -> None:
+    shutil.copy(COLAB, tmp_path / "colab_train.ipynb")
+    out = cli(["--show-context", "colab_train.ipynb"], tmp_path).stdout
+    steps = next(line for line in out.splitlines() if line.strip().startswith("steps"))
+    assert steps.split()[:2] == ["steps", "500"]
+    assert "colab_train.ipynb:cell 8:13" in steps  # `for step in range(500):` is line 13 of cell 8

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -19,7 +20,7 @@ from ..source import SourceError, _human_size, read_source, write_source
 from .format import NotebookError, parse, replace_sources
 from .layout import Layout
 
-__all__ = ["SIZE_FACTOR", "lint_notebook_file", "notebook_text"]
+__all__ = ["SIZE_FACTOR", "cell_locations", "lint_notebook_file", "notebook_text"]
 
 # Outputs (plots, logs) make notebooks large without adding code: the file may be this
 # many times --max-file-size; the code cells themselves must stay within it.
@@ -92,6 +93,17 @@ def notebook_text(text: str) -> Optional[str]:
         return Layout(parse(text).cells).text
     except NotebookError:
         return None
+
+
+def cell_locations(text: str, shown: str, report: str) -> str:
+    """`report` with each `shown:LINE` (a logical line) spelled `shown:cell N:LINE`."""
+    layout = Layout(parse(text).cells)
+
+    def spell(match: "re.Match[str]") -> str:
+        cell, line = layout.locate(layout.text, int(match.group(1)))
+        return f"{shown}:cell {cell}:{line}"
+
+    return re.sub(re.escape(shown) + r":(\d+)", spell, report)
 
 
 def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options) -> tuple[FileResult, None, int]:

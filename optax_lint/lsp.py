@@ -1,0 +1,232 @@
+"""`optax-lint server`: a Language Server (pygls) for any editor that speaks LSP.
+
+It publishes diagnostics when a Python document is opened, changed or saved, offers
+each finding's fix as a quick fix (titled safe or unsafe) plus one "fix all safe
+fixes" source action, and shows the rule's documentation on hover. Documents are
+linted in-process from the editor's text (never from disk), with the configuration
+found above the document's path, exactly as `optax-lint FILE` would.
+
+pygls is an optional dependency (`pip install 'optax-lint[lsp]'`); `run()` is the only
+entry point the CLI calls, after checking that pygls imports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from lsprotocol import types as lsp
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+
+from . import __version__, engine
+from .catalogue import load_catalogue
+from .diagnostics import Applicability, Finding, Severity, Span
+
+# Where docs/rules.md is published; a client may pass {"docsUrl": ...} as
+# initializationOptions to point codeDescription links at its own copy.
+DOCS_URL = "https://github.com/your-org/optax-lint/blob/main/docs/rules.md"
+SOURCE = "optax-lint"
+FIX_ALL = "source.fixAll.optax-lint"
+
+_SEVERITY = {
+    Severity.ERROR: lsp.DiagnosticSeverity.Error,
+    Severity.WARNING: lsp.DiagnosticSeverity.Warning,
+    Severity.INFO: lsp.DiagnosticSeverity.Information,
+}
+
+
+def rule_url(code: str, docs_url: str = DOCS_URL) -> str:
+    """The rule's section of docs/rules.md (GitHub's anchor for `## name (CODE)`)."""
+    spec = load_catalogue().get(code)
+    return f"{docs_url}#{spec.name}-{code.lower()}" if spec else docs_url
+
+
+class _Lines:
+    """Converts 1-based (line, code point column) to LSP positions in the negotiated
+    encoding: UTF-16 code units unless the client offered UTF-8 or UTF-32."""
+
+    _CODECS = {"utf-8": ("utf-8", 1), "utf-16": ("utf-16-le", 2), "utf-32": ("utf-32-le", 4)}
+
+    def __init__(self, text: str, encoding: str = "utf-16") -> None:
+        self.lines = text.split("\n")
+        self.codec, self.unit = self._CODECS.get(getattr(encoding, "value", encoding), self._CODECS["utf-16"])
+
+    def position(self, line: int, column: int) -> lsp.Position:
+        row = max(line - 1, 0)
+        if row >= len(self.lines):
+            row, column = len(self.lines) - 1, len(self.lines[-1]) + 1
+        prefix = self.lines[row][: max(column - 1, 0)]
+        return lsp.Position(line=row, character=len(prefix.encode(self.codec, "surrogatepass")) // self.unit)
+
+    def range(self, span: Span) -> lsp.Range:
+        return lsp.Range(start=self.position(span.line, span.column), end=self.position(span.end_line, span.end_column))
+
+
+class DocumentLinter:
+    """Lints one editor document's text with the settings that apply to its path."""
+
+    def __init__(self, docs_url: str = DOCS_URL) -> None:
+        self.docs_url = docs_url
+        self.config_error: Optional[str] = None
+
+    def _settings(self, path: Path):
+        from .config import ConfigError, Settings, load_settings
+
+        start = path.parent if path.parent.is_dir() else Path.cwd()
+        try:
+            self.config_error = None
+            return load_settings(start=start)
+        except ConfigError as exc:  # lint with the defaults and tell the user once
+            self.config_error = str(exc)
+            return Settings(catalogue=load_catalogue())
+
+    def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
+        """(findings with their fix edits, fixed text when fix=True)."""
+        from .api import RunOptions, _declared_context
+
+        path = Path(uris.to_fs_path(uri) or "untitled.py")
+        settings = self._settings(path)
+        codes = settings.codes_for_path(path)
+        shown = path.name
+        common = dict(context=_declared_context(path, settings, RunOptions()), root=str(settings.root))
+        if fix:
+            fixed = engine.fix_text(text, shown, codes, settings.rule_options, **common)
+            return fixed.findings, fixed.text
+        run = engine.lint_text(text, shown, codes, settings.rule_options, **common)
+        engine.attach_edits(text, run)
+        return run.findings, None
+
+    def diagnostic(self, finding: Finding, lines: _Lines) -> lsp.Diagnostic:
+        help_line = f"\nhelp: {finding.fix.title}" if finding.fix is not None and finding.fix.title else ""
+        return lsp.Diagnostic(
+            range=lines.range(finding.span),
+            severity=_SEVERITY[finding.severity],
+            code=finding.code,
+            code_description=lsp.CodeDescription(href=rule_url(finding.code, self.docs_url)),
+            source=SOURCE,
+            message=finding.message + help_line,
+            related_information=[
+                lsp.DiagnosticRelatedInformation(location=lsp.Location(uri="", range=lines.range(r.span)), message=r.message)
+                for r in finding.related
+            ] or None,
+        )
+
+
+def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
+    def key(p: lsp.Position) -> tuple[int, int]:
+        return (p.line, p.character)
+
+    return key(a.start) <= key(b.end) and key(b.start) <= key(a.end)
+
+
+def quick_fix(finding: Finding, uri: str, lines: _Lines, diagnostic: lsp.Diagnostic) -> Optional[lsp.CodeAction]:
+    """The finding's fix as a code action; None for display-only advice."""
+    fix = finding.fix
+    if fix is None or not fix.apply or not fix.edits or fix.applicability is Applicability.DISPLAY_ONLY:
+        return None
+    safe = fix.applicability is Applicability.SAFE
+    edits = [lsp.TextEdit(range=lines.range(e.span), new_text=e.content) for e in fix.edits]
+    return lsp.CodeAction(
+        title=f"{fix.title} ({'safe' if safe else 'unsafe'} fix, {finding.code})",
+        kind=lsp.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        edit=lsp.WorkspaceEdit(changes={uri: edits}),
+        is_preferred=safe,
+    )
+
+
+def hover_text(code: str) -> str:
+    spec = load_catalogue()[code]
+    return spec.render_doc()
+
+
+def build_server() -> LanguageServer:
+    server = LanguageServer("optax-lint", __version__)
+    linter = DocumentLinter()
+
+    def lines_of(text: str) -> _Lines:
+        return _Lines(text, server.workspace.position_encoding or "utf-16")
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(ls: LanguageServer, params: lsp.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict) and isinstance(options.get("docsUrl"), str):
+            linter.docs_url = options["docsUrl"]
+
+    def publish(ls: LanguageServer, uri: str) -> None:
+        document = ls.workspace.get_text_document(uri)
+        findings, _ = linter.lint(uri, document.source)
+        lines = lines_of(document.source)
+        diagnostics = [linter.diagnostic(f, lines) for f in findings]
+        for d in diagnostics:
+            for related in d.related_information or []:
+                related.location.uri = uri
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics))
+        if linter.config_error:
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"optax-lint: {linter.config_error}"))
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: LanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        publish(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: LanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        publish(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: LanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        publish(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: LanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+    @server.feature(
+        lsp.TEXT_DOCUMENT_CODE_ACTION,
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=False),
+    )
+    def code_action(ls: LanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+        uri = params.text_document.uri
+        document = ls.workspace.get_text_document(uri)
+        text = document.source
+        findings, _ = linter.lint(uri, text)
+        lines = lines_of(text)
+        actions = []
+        wanted = params.context.only
+        if wanted is None or lsp.CodeActionKind.QuickFix in wanted:
+            for finding in findings:
+                diagnostic = linter.diagnostic(finding, lines)
+                if _overlaps(diagnostic.range, params.range):
+                    action = quick_fix(finding, uri, lines, diagnostic)
+                    if action is not None:
+                        actions.append(action)
+        if (wanted is None and actions) or (wanted and any(k in (FIX_ALL, lsp.CodeActionKind.SourceFixAll, lsp.CodeActionKind.Source) for k in wanted)):
+            _, fixed = linter.lint(uri, text, fix=True)
+            if fixed is not None and fixed != text:
+                whole = lsp.Range(start=lsp.Position(line=0, character=0), end=lines.position(len(lines.lines), len(lines.lines[-1]) + 1))
+                actions.append(lsp.CodeAction(
+                    title="Apply all safe optax-lint fixes",
+                    kind=FIX_ALL,
+                    edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(range=whole, new_text=fixed)]}),
+                ))
+        return actions
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(ls: LanguageServer, params: lsp.HoverParams) -> Optional[lsp.Hover]:
+        document = ls.workspace.get_text_document(params.text_document.uri)
+        findings, _ = linter.lint(params.text_document.uri, document.source)
+        lines = lines_of(document.source)
+        here = lsp.Range(start=params.position, end=params.position)
+        hits = [f for f in findings if _overlaps(lines.range(f.span), here)]
+        if not hits:
+            return None
+        docs = [f"**{f.code}** {f.message}\n\n{hover_text(f.code)}" for f in hits]
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(docs)), range=lines.range(hits[0].span))
+
+    return server
+
+
+def run() -> None:
+    """Serve over stdio until the client says exit."""
+    build_server().start_io()
