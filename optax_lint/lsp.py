@@ -71,15 +71,17 @@ class DocumentLinter:
         self.config_error: Optional[str] = None
 
     def _settings(self, path: Path):
-        from .config import ConfigError, Settings, load_settings
+        from .config import ConfigError, Settings, _default_rule_options, load_settings
 
         start = path.parent if path.parent.is_dir() else Path.cwd()
         try:
             self.config_error = None
             return load_settings(start=start)
-        except ConfigError as exc:  # lint with the defaults and tell the user once
+        except ConfigError as exc:  # lint with the defaults and tell the user
             self.config_error = str(exc)
-            return Settings(catalogue=load_catalogue())
+            catalogue = load_catalogue()
+            default = sorted(code for code, spec in catalogue.items() if spec.default_enabled)
+            return Settings(start, None, default, rule_options=_default_rule_options(catalogue), catalogue=catalogue)
 
     def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
         """(findings with their fix edits, fixed text when fix=True)."""
@@ -144,6 +146,7 @@ def hover_text(code: str) -> str:
 def build_server() -> LanguageServer:
     server = LanguageServer("optax-lint", __version__)
     linter = DocumentLinter()
+    shown_errors: set[str] = set()
 
     def lines_of(text: str) -> _Lines:
         return _Lines(text, server.workspace.position_encoding or "utf-16")
@@ -163,7 +166,8 @@ def build_server() -> LanguageServer:
             for related in d.related_information or []:
                 related.location.uri = uri
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics))
-        if linter.config_error:
+        if linter.config_error and linter.config_error not in shown_errors:  # once, not on every keystroke
+            shown_errors.add(linter.config_error)
             ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"optax-lint: {linter.config_error}"))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)

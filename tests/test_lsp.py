@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pygls")
-
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 60
 
@@ -125,6 +123,7 @@ def apply_edits(text: str, edits: list[dict]) -> str:
 
 @pytest.fixture
 def client(tmp_path: Path):
+    pytest.importorskip("pygls")
     c = Client(tmp_path)
     result = c.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
     assert result["serverInfo"]["name"] == "optax-lint"
@@ -207,6 +206,18 @@ def test_fix_all_source_action(client: Client, tmp_path: Path) -> None:
     [action] = actions
     assert action["title"] == "Apply all safe optax-lint fixes" and action["kind"] == "source.fixAll.optax-lint"
     assert apply_edits(BAD, action["edit"]["changes"][uri]) == FIXED
+
+
+def test_a_config_error_is_shown_once_and_defaults_apply(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "optax-lint.toml").write_text("select = 3\n")
+    uri = (tmp_path / "train.py").as_uri()
+    [diagnostic] = open_document(client, uri, BAD)
+    assert diagnostic["code"] == "OPX101"
+    message = client.notification("window/showMessage")
+    assert message["type"] == 2 and message["message"].startswith("optax-lint: ") and "select" in message["message"]
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": BAD + "\n"}]})
+    client.notification("textDocument/publishDiagnostics", lambda p: p.get("version") == 2)
+    assert not [m for m in client.pending if m.get("method") == "window/showMessage"]
 
 
 def test_server_without_pygls_explains_the_extra(tmp_path: Path) -> None:

@@ -337,3 +337,36 @@ def test_show_context_spells_cell_locations(tmp_path: Path) -> None:
     steps = next(line for line in out.splitlines() if line.strip().startswith("steps"))
     assert steps.split()[:2] == ["steps", "500"]
     assert "colab_train.ipynb:cell 8:13" in steps  # `for step in range(500):` is line 13 of cell 8
+
+
+# --- the layout follows edits (property) ---------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_LINES = ["import optax\n", "x = 1\n", "%matplotlib inline\n", "!pip install optax\n", "y = !ls\n", "optax.adamw?\n",
+          "\n", "if x:\n    !echo\n", "z = (1,\n     %2)\n", "# note\n", "%%time\n", "%%bash\n", "def f(:\n"]
+_CELL = st.tuples(st.lists(st.sampled_from(_LINES), max_size=5), st.booleans()).map(
+    lambda t: "".join(t[0])[:-1] if t[1] and t[0] else "".join(t[0]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.lists(_CELL, max_size=5), data=st.data())
+def test_layout_round_trips_and_keeps_edits_in_one_cell(cells: list[str], data) -> None:
+    raw = nbformat_.parse(notebook(cells))
+    layout = Layout(raw.cells)
+    text = layout.text
+    original = {c.number: c.source for c in raw.cells}
+    assert layout.sources(text) == original
+    assert [layout.locate(text, 1 + text[:seg.start].count("\n"))[0] for seg in layout.segments] == [c.number for c in raw.cells]
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, min(len(text), start + 8)))
+    replacement = data.draw(st.sampled_from(["", "Q", "Q\n", "QQ = 1\n"]))
+    if layout.refusal(text, start, end, replacement) is not None:
+        return
+    layout.applied([(start, end, replacement)])
+    after = layout.sources(text[:start] + replacement + text[end:])
+    changed = [n for n in original if after[n] != original[n]]
+    assert len(changed) <= 1
+    if start == len(text):  # appended after a cell's added final newline, which then stays
+        return
+    assert sum(map(len, after.values())) == sum(map(len, original.values())) + len(replacement) - (end - start)
