@@ -64,7 +64,8 @@ class _Lines:
 
 
 class DocumentLinter:
-    """Lints one editor document's text with the settings that apply to its path."""
+    """Lints one editor document's text (or a notebook's cells) with the settings that
+    apply to its path."""
 
     def __init__(self, docs_url: str = DOCS_URL) -> None:
         self.docs_url = docs_url
@@ -83,23 +84,33 @@ class DocumentLinter:
             default = sorted(code for code, spec in catalogue.items() if spec.default_enabled)
             return Settings(start, None, default, rule_options=_default_rule_options(catalogue), catalogue=catalogue)
 
-    def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
-        """(findings with their fix edits, fixed text when fix=True)."""
+    def _setup(self, uri: str, default_name: str):
         from .api import RunOptions, _declared_context
 
-        path = Path(uris.to_fs_path(uri) or "untitled.py")
+        path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)
-        codes = settings.codes_for_path(path)
-        shown = path.name
         common = dict(context=_declared_context(path, settings, RunOptions()), root=str(settings.root))
+        return path.name, settings.codes_for_path(path), settings.rule_options, common
+
+    def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
+        """(findings with their fix edits, fixed text when fix=True)."""
+        shown, codes, rule_options, common = self._setup(uri, "untitled.py")
         if fix:
-            fixed = engine.fix_text(text, shown, codes, settings.rule_options, **common)
+            fixed = engine.fix_text(text, shown, codes, rule_options, **common)
             return fixed.findings, fixed.text
-        run = engine.lint_text(text, shown, codes, settings.rule_options, **common)
+        run = engine.lint_text(text, shown, codes, rule_options, **common)
         engine.attach_edits(text, run)
         return run.findings, None
 
-    def diagnostic(self, finding: Finding, lines: _Lines) -> lsp.Diagnostic:
+    def lint_notebook(self, uri: str, cells: list[tuple[int, str]]) -> list[Finding]:
+        """Findings for a notebook's code cells, given as (cell number, text), each
+        carrying its cell; fix edits that a notebook must refuse are dropped."""
+        from .notebook import cell_findings
+
+        shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
+        return cell_findings(cells, shown, codes, rule_options, common)
+
+    def diagnostic(self, finding: Finding, lines: _Lines, uri_of=lambda cell: "") -> lsp.Diagnostic:
         help_line = f"\nhelp: {finding.fix.title}" if finding.fix is not None and finding.fix.title else ""
         return lsp.Diagnostic(
             range=lines.range(finding.span),
@@ -109,7 +120,7 @@ class DocumentLinter:
             source=SOURCE,
             message=finding.message + help_line,
             related_information=[
-                lsp.DiagnosticRelatedInformation(location=lsp.Location(uri="", range=lines.range(r.span)), message=r.message)
+                lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=uri_of(r.cell), range=lines.range(r.span)), message=r.message)
                 for r in finding.related
             ] or None,
         )
@@ -144,12 +155,69 @@ def hover_text(code: str) -> str:
 
 
 def build_server() -> LanguageServer:
-    server = LanguageServer("optax-lint", __version__)
+    server = LanguageServer(
+        "optax-lint", __version__,
+        notebook_document_sync=lsp.NotebookDocumentSyncOptions(
+            notebook_selector=[lsp.NotebookDocumentFilterWithCells(cells=[lsp.NotebookCellLanguage(language="python")])],
+        ),
+    )
     linter = DocumentLinter()
     shown_errors: set[str] = set()
 
     def lines_of(text: str) -> _Lines:
         return _Lines(text, server.workspace.position_encoding or "utf-16")
+
+    def notebook_results(notebook: lsp.NotebookDocument) -> dict[str, tuple[str, list[Finding]]]:
+        """cell uri -> (cell text, its findings). Cells are numbered as in the file: all of them count."""
+        uri_of: dict[int, str] = {}
+        cells: list[tuple[int, str]] = []
+        for number, cell in enumerate(notebook.cells, 1):
+            if cell.kind == lsp.NotebookCellKind.Code:
+                uri_of[number] = cell.document
+                cells.append((number, server.workspace.get_text_document(cell.document).source))
+        out = {uri_of[n]: (text, []) for n, text in cells}
+        for finding in linter.lint_notebook(notebook.uri, cells):
+            if finding.cell in uri_of:
+                out[uri_of[finding.cell]][1].append(finding)
+        return out
+
+    def results(uri: str) -> tuple[str, list[Finding], Optional[lsp.NotebookDocument]]:
+        """(document text, its findings in its own coordinates, its notebook if a cell)."""
+        notebook = server.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            text, findings = notebook_results(notebook).get(uri, ("", []))
+            return text, findings, notebook
+        text = server.workspace.get_text_document(uri).source
+        return text, linter.lint(uri, text)[0], None
+
+    def cell_uris(notebook: Optional[lsp.NotebookDocument]):
+        by_number = {n: c.document for n, c in enumerate(notebook.cells, 1)} if notebook is not None else {}
+        return lambda cell: by_number.get(cell, "")
+
+    def send(ls: LanguageServer, uri: str, text: str, findings: list[Finding], uri_of) -> None:
+        lines = lines_of(text)
+        diagnostics = [linter.diagnostic(f, lines, uri_of) for f in findings]
+        version = ls.workspace.get_text_document(uri).version
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics))
+        if linter.config_error and linter.config_error not in shown_errors:  # once, not on every keystroke
+            shown_errors.add(linter.config_error)
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"optax-lint: {linter.config_error}"))
+
+    def publish(ls: LanguageServer, uri: str) -> None:
+        notebook = ls.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            publish_notebook(ls, notebook.uri)
+            return
+        text = ls.workspace.get_text_document(uri).source
+        send(ls, uri, text, linter.lint(uri, text)[0], lambda cell: uri)
+
+    def publish_notebook(ls: LanguageServer, notebook_uri: str) -> None:
+        notebook = ls.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if notebook is None:
+            return
+        uri_of = cell_uris(notebook)
+        for cell_uri, (text, findings) in notebook_results(notebook).items():
+            send(ls, cell_uri, text, findings, uri_of)
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: LanguageServer, params: lsp.InitializeParams) -> None:
@@ -157,30 +225,10 @@ def build_server() -> LanguageServer:
         if isinstance(options, dict) and isinstance(options.get("docsUrl"), str):
             linter.docs_url = options["docsUrl"]
 
-    def publish(ls: LanguageServer, uri: str) -> None:
-        document = ls.workspace.get_text_document(uri)
-        findings, _ = linter.lint(uri, document.source)
-        lines = lines_of(document.source)
-        diagnostics = [linter.diagnostic(f, lines) for f in findings]
-        for d in diagnostics:
-            for related in d.related_information or []:
-                related.location.uri = uri
-        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics))
-        if linter.config_error and linter.config_error not in shown_errors:  # once, not on every keystroke
-            shown_errors.add(linter.config_error)
-            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"optax-lint: {linter.config_error}"))
-
-    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: LanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
-
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: LanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
-
-    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: LanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+    for method in (lsp.TEXT_DOCUMENT_DID_OPEN, lsp.TEXT_DOCUMENT_DID_CHANGE, lsp.TEXT_DOCUMENT_DID_SAVE):
+        server.feature(method)(lambda ls, params: publish(ls, params.text_document.uri))
+    for method in (lsp.NOTEBOOK_DOCUMENT_DID_OPEN, lsp.NOTEBOOK_DOCUMENT_DID_CHANGE, lsp.NOTEBOOK_DOCUMENT_DID_SAVE):
+        server.feature(method)(lambda ls, params: publish_notebook(ls, params.notebook_document.uri))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: LanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
@@ -192,20 +240,19 @@ def build_server() -> LanguageServer:
     )
     def code_action(ls: LanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         uri = params.text_document.uri
-        document = ls.workspace.get_text_document(uri)
-        text = document.source
-        findings, _ = linter.lint(uri, text)
+        text, findings, notebook = results(uri)
         lines = lines_of(text)
         actions = []
         wanted = params.context.only
         if wanted is None or lsp.CodeActionKind.QuickFix in wanted:
             for finding in findings:
-                diagnostic = linter.diagnostic(finding, lines)
+                diagnostic = linter.diagnostic(finding, lines, cell_uris(notebook) if notebook else (lambda cell: uri))
                 if _overlaps(diagnostic.range, params.range):
                     action = quick_fix(finding, uri, lines, diagnostic)
                     if action is not None:
                         actions.append(action)
-        if (wanted is None and actions) or (wanted and any(k in (FIX_ALL, lsp.CodeActionKind.SourceFixAll, lsp.CodeActionKind.Source) for k in wanted)):
+        fix_all = (wanted is None and actions) or (wanted and any(k in (FIX_ALL, lsp.CodeActionKind.SourceFixAll, lsp.CodeActionKind.Source) for k in wanted))
+        if fix_all and notebook is None:  # a notebook's cells are fixed one quick fix at a time
             _, fixed = linter.lint(uri, text, fix=True)
             if fixed is not None and fixed != text:
                 whole = lsp.Range(start=lsp.Position(line=0, character=0), end=lines.position(len(lines.lines), len(lines.lines[-1]) + 1))
@@ -218,9 +265,8 @@ def build_server() -> LanguageServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def hover(ls: LanguageServer, params: lsp.HoverParams) -> Optional[lsp.Hover]:
-        document = ls.workspace.get_text_document(params.text_document.uri)
-        findings, _ = linter.lint(params.text_document.uri, document.source)
-        lines = lines_of(document.source)
+        text, findings, _ = results(params.text_document.uri)
+        lines = lines_of(text)
         here = lsp.Range(start=params.position, end=params.position)
         hits = [f for f in findings if _overlaps(lines.range(f.span), here)]
         if not hits:

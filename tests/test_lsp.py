@@ -220,6 +220,42 @@ def test_a_config_error_is_shown_once_and_defaults_apply(client: Client, tmp_pat
     assert not [m for m in client.pending if m.get("method") == "window/showMessage"]
 
 
+def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Client, tmp_path: Path) -> None:
+    """An editor's notebook: cells are linted together (imports in cell 1 count in cell 3),
+    each cell gets its diagnostics, a quick fix edits the cell, and a change clears it."""
+    nb_uri = (tmp_path / "train.ipynb").as_uri()
+    cell = [f"vscode-notebook-cell:{tmp_path / 'train.ipynb'}#c{i}" for i in (1, 2, 3)]
+    texts = ["%pip install -q optax\nimport optax\n", "# Training", "!nvidia-smi\n" + BAD.split("\n", 1)[1]]
+    client.notify("notebookDocument/didOpen", {
+        "notebookDocument": {"uri": nb_uri, "notebookType": "jupyter-notebook", "version": 1, "cells": [
+            {"kind": 2, "document": cell[0]}, {"kind": 1, "document": cell[1]}, {"kind": 2, "document": cell[2]},
+        ]},
+        "cellTextDocuments": [
+            {"uri": cell[0], "languageId": "python", "version": 1, "text": texts[0]},
+            {"uri": cell[1], "languageId": "markdown", "version": 1, "text": texts[1]},
+            {"uri": cell[2], "languageId": "python", "version": 1, "text": texts[2]},
+        ],
+    })
+    first = client.notification("textDocument/publishDiagnostics", lambda p: p["uri"] == cell[0])
+    third = client.notification("textDocument/publishDiagnostics", lambda p: p["uri"] == cell[2])
+    assert first["diagnostics"] == []
+    [diagnostic] = third["diagnostics"]
+    assert (diagnostic["code"], diagnostic["range"]) == ("OPX101", rng(4, 4, 4, 34))  # line 5 of cell 3, after !nvidia-smi
+    actions = client.request("textDocument/codeAction", {"textDocument": {"uri": cell[2]}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]}})
+    [action] = actions
+    assert action["title"].endswith("(safe fix, OPX101)")
+    fixed = apply_edits(texts[2], action["edit"]["changes"][cell[2]])
+    assert fixed == "!nvidia-smi\n" + FIXED.split("\n", 1)[1]
+    hover = client.request("textDocument/hover", {"textDocument": {"uri": cell[2]}, "position": {"line": 4, "character": 6}})
+    assert "# clip-after-optimizer (OPX101)" in hover["contents"]["value"]
+    client.notify("notebookDocument/didChange", {
+        "notebookDocument": {"uri": nb_uri, "version": 2},
+        "change": {"cells": {"textContent": [{"document": {"uri": cell[2], "version": 2}, "changes": [{"text": fixed}]}]}},
+    })
+    after = client.notification("textDocument/publishDiagnostics", lambda p: p["uri"] == cell[2] and p.get("version") == 2)
+    assert after["diagnostics"] == []
+
+
 def test_server_without_pygls_explains_the_extra(tmp_path: Path) -> None:
     code = "import sys; sys.modules['pygls'] = None\nfrom optax_lint.cli import main\nmain(['server'])"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -17,10 +17,10 @@ from typing import Optional
 
 from ..diagnostics import Edit, FileResult, Finding, Span
 from ..source import SourceError, _human_size, read_source, write_source
-from .format import NotebookError, parse, replace_sources
+from .format import NotebookError, RawCell, parse, replace_sources
 from .layout import Layout
 
-__all__ = ["SIZE_FACTOR", "cell_locations", "lint_notebook_file", "notebook_text"]
+__all__ = ["SIZE_FACTOR", "cell_findings", "cell_locations", "lint_notebook_file", "notebook_text"]
 
 # Outputs (plots, logs) make notebooks large without adding code: the file may be this
 # many times --max-file-size; the code cells themselves must stay within it.
@@ -106,6 +106,40 @@ def cell_locations(text: str, shown: str, report: str) -> str:
     return re.sub(re.escape(shown) + r":(\d+)", spell, report)
 
 
+def _problems(layout: Layout, shown: str, codes: set[str]) -> list[Finding]:
+    """OPX001 for each cell that does not parse on its own (the other cells are linted)."""
+    from ..engine import SYNTAX_ERROR, meta_finding
+
+    if SYNTAX_ERROR not in codes:
+        return []
+    return [replace(meta_finding(SYNTAX_ERROR, shown, p.message, p.line, p.column), cell=p.number) for p in layout.problems]
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    return start + column - 1
+
+
+def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> list[Finding]:
+    """Findings for cells given as (cell number, text), as an editor holds them: each with
+    its cell and in-cell positions; fix edits a notebook must refuse (over a magic line,
+    across cells) are dropped, so an editor never offers them."""
+    from .. import engine
+
+    layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
+    run = engine.lint_text(layout.text, shown, codes, rule_options, **common)
+    engine.attach_edits(layout.text, run)
+    for finding in run.findings:
+        fix = finding.fix
+        if fix is not None and fix.edits:
+            spans = [(_offset(layout.text, e.span.line, e.span.column), _offset(layout.text, e.span.end_line, e.span.end_column), e.content) for e in fix.edits]
+            if any(layout.refusal(layout.text, *span) for span in spans):
+                fix.edits = []
+    return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
+
+
 def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options) -> tuple[FileResult, None, int]:
     """lint_file for a notebook: same options, same result shape, findings per cell."""
     from .. import api, engine
@@ -122,10 +156,7 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
         return result, None, 0
     if nb.language is not None and nb.language.lower() not in _PYTHON:
         return result, None, 0  # an R or Julia notebook: nothing for us
-    problems = [
-        replace(engine.meta_finding(engine.SYNTAX_ERROR, shown, p.message, p.line, p.column), cell=p.number)
-        for p in layout.problems if engine.SYNTAX_ERROR in codes
-    ]
+    problems = _problems(layout, shown, codes)
     before = layout.sources(layout.text)
     declared = api._declared_context(path, settings, options)
     common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
