@@ -349,7 +349,7 @@ _CELL = st.tuples(st.lists(st.sampled_from(_LINES), max_size=5), st.booleans()).
     lambda t: "".join(t[0])[:-1] if t[1] and t[0] else "".join(t[0]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(cells=st.lists(_CELL, max_size=5), data=st.data())
 def test_layout_round_trips_and_keeps_edits_in_one_cell(cells: list[str], data) -> None:
     raw = nbformat_.parse(notebook(cells))
@@ -361,7 +361,8 @@ def test_layout_round_trips_and_keeps_edits_in_one_cell(cells: list[str], data) 
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, min(len(text), start + 8)))
     replacement = data.draw(st.sampled_from(["", "Q", "Q\n", "QQ = 1\n"]))
-    if layout.refusal(text, start, end, replacement) is not None:
+    near = data.draw(st.none() | st.integers(1, text.count("\n") + 1))
+    if layout.refusal(text, start, end, replacement, near_line=near) is not None:
         return
     layout.applied([(start, end, replacement)])
     after = layout.sources(text[:start] + replacement + text[end:])
@@ -370,3 +371,26 @@ def test_layout_round_trips_and_keeps_edits_in_one_cell(cells: list[str], data) 
     if start == len(text):  # appended after a cell's added final newline, which then stays
         return
     assert sum(map(len, after.values())) == sum(map(len, original.values())) + len(replacement) - (end - start)
+
+
+def test_an_insertion_after_a_cells_last_line_stays_in_that_cell() -> None:
+    raw = nbformat_.parse(notebook(["import optax\n", "y = 2\n"]))
+    layout = Layout(raw.cells)
+    text = layout.text
+    boundary = text.index("y = 2")
+    # Fixing a finding on line 1 (cell 1): the new line is cell 1's.
+    assert layout.refusal(text, boundary, boundary, "z = 1\n", near_line=1) is None
+    layout.applied([(boundary, boundary, "z = 1\n")])
+    assert layout.sources(text[:boundary] + "z = 1\n" + text[boundary:]) == {1: "import optax\nz = 1\n", 2: "y = 2\n"}
+    # Without a finding in cell 1, the same insertion starts cell 2.
+    layout = Layout(raw.cells)
+    assert layout.refusal(text, boundary, boundary, "z = 1\n") is None
+    layout.applied([(boundary, boundary, "z = 1\n")])
+    assert layout.sources(text[:boundary] + "z = 1\n" + text[boundary:]) == {1: "import optax\n", 2: "z = 1\ny = 2\n"}
+
+
+def test_nothing_is_inserted_above_a_cell_magic() -> None:
+    raw = nbformat_.parse(notebook(["%%time\nimport optax\n"]))
+    layout = Layout(raw.cells)
+    assert "IPython magic" in layout.refusal(layout.text, 0, 0, "import jax\n")
+    assert layout.refusal(layout.text, 1, 1, "import jax\n") is None  # after the %%time line

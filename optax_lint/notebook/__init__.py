@@ -52,7 +52,8 @@ def _gate(layout: Layout, verify_gate):
 
     def gate(finding, module, new_module):
         old = module.code
-        reason = layout.refusal(old, *_text_edit(old, new_module.code))
+        near = finding.span.line if finding is not None else None
+        reason = layout.refusal(old, *_text_edit(old, new_module.code), near_line=near)
         if reason is not None:
             return False, reason
         return verify_gate(finding, module, new_module) if verify_gate is not None else (True, "")
@@ -131,11 +132,14 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
     layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
     run = engine.lint_text(layout.text, shown, codes, rule_options, **common)
     engine.attach_edits(layout.text, run)
+    text = layout.text
     for finding in run.findings:
         fix = finding.fix
         if fix is not None and fix.edits:
-            spans = [(_offset(layout.text, e.span.line, e.span.column), _offset(layout.text, e.span.end_line, e.span.end_column), e.content) for e in fix.edits]
-            if any(layout.refusal(layout.text, *span) for span in spans):
+            cell = layout.locate(text, finding.span.line)[0]
+            spans = [(_offset(text, e.span.line, e.span.column), _offset(text, e.span.end_line, e.span.end_column), e.content) for e in fix.edits]
+            # An editor applies the edits to the finding's own cell: anything else is not offered.
+            if any(layout.refusal(text, *span) or layout.locate(text, e.span.line)[0] != cell for span, e in zip(spans, fix.edits)):
                 fix.edits = []
     return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
 

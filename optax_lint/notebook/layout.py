@@ -87,11 +87,14 @@ class Layout:
                 starts.append(starts[-1] + len(line))
             for index in placeholder_lines:
                 original = originals[index] + ("\n" if synthetic and index == len(originals) - 1 else "")
-                segment.placeholders.append([offset + starts[index], offset + starts[index + 1], original])
+                cell_magic = linted and originals[index].startswith("%%")  # must stay the cell's first line
+                segment.placeholders.append([offset + starts[index], offset + starts[index + 1], original, cell_magic])
             self.segments.append(segment)
             parts.append(text)
             offset += len(text)
         self.text = "".join(parts)
+        # Insertions at a cell boundary that belong to the cell before it (see refusal).
+        self._appended: set[tuple[int, str]] = set()
         self._firsts: tuple[Optional[str], list[int]] = (None, [])  # (text, first line of each segment)
 
     # -- mapping logical lines to cells ---------------------------------------------------
@@ -120,19 +123,29 @@ class Layout:
 
     # -- following fixes ---------------------------------------------------------------------
 
-    def refusal(self, text: str, start: int, end: int, replacement: str) -> Optional[str]:
-        """Why the edit [start, end) -> replacement of the logical `text` may not be applied."""
+    def refusal(self, text: str, start: int, end: int, replacement: str, near_line: Optional[int] = None) -> Optional[str]:
+        """Why the edit [start, end) -> replacement of the logical `text` may not be applied.
+
+        An insertion exactly at a cell boundary belongs to the next cell, unless the
+        finding it fixes (`near_line`) is in the cell before: a statement added after
+        the last line of a cell stays in that cell."""
         index = self._segment_at(text, start, end)
         if index is None:
             return "the fix would change more than one notebook cell; it was not applied"
+        if start == end and index > 0 and start == self.segments[index].start and near_line is not None:
+            before = self.segments[index - 1]
+            if self.locate(text, near_line)[0] == before.cell.number and before.linted:
+                index -= 1
+                self._appended.add((start, replacement))
         segment = self.segments[index]
         if not segment.linted:
             return f"the fix would change cell {segment.cell.number}, which is not linted; it was not applied"
         seg_end = self.segments[index + 1].start if index + 1 < len(self.segments) else len(text)
         if end == seg_end and end > start and not replacement.endswith("\n"):
             return "the fix would join two notebook cells; it was not applied"
-        for p_start, p_end, _ in segment.placeholders:
-            if (start < p_end and end > p_start) or (start == end and p_start < start < p_end):
+        for p_start, p_end, _, cell_magic in segment.placeholders:
+            inside = (start < p_end and end > p_start) or (start == end and p_start < start < p_end)
+            if inside or (cell_magic and start == end == p_start):
                 return (
                     f"the fix would change an IPython magic or shell line in cell {segment.cell.number}; "
                     "it was not applied (edit the cell by hand)"
@@ -150,12 +163,14 @@ class Layout:
     def applied(self, edits: list[tuple[int, int, str]]) -> None:
         """Move the tracked offsets past edits that were applied together (in the text's
         coordinates before them). An insertion exactly at a cell's start belongs to that
-        cell; one exactly at a placeholder's start goes before the placeholder."""
+        cell (unless refusal() gave it to the cell before); one exactly at a
+        placeholder's start goes before the placeholder."""
+        appended, self._appended = self._appended, set()
         for segment in self.segments:
-            segment.start = _moved(segment.start, edits, insertion_moves=False)
+            segment.start = _moved(segment.start, edits, lambda at, text: (at, text) in appended)
             for placeholder in segment.placeholders:
-                placeholder[0] = _moved(placeholder[0], edits, insertion_moves=True)
-                placeholder[1] = _moved(placeholder[1], edits, insertion_moves=False)
+                placeholder[0] = _moved(placeholder[0], edits, lambda at, text: True)
+                placeholder[1] = _moved(placeholder[1], edits, lambda at, text: False)
         self._firsts = (None, [])
 
     def sources(self, text: str) -> dict[int, str]:
@@ -167,7 +182,7 @@ class Layout:
                 out[segment.cell.number] = segment.cell.source
                 continue
             pieces, cursor = [], segment.start
-            for p_start, p_end, original in segment.placeholders:
+            for p_start, p_end, original, _ in segment.placeholders:
                 pieces.append(text[cursor:p_start])
                 pieces.append(original)
                 cursor = p_end
@@ -188,10 +203,11 @@ def _count_lines(text: str, start: int, end: int) -> int:
     return chunk.count("\n") + chunk.count("\r") - chunk.count("\r\n")
 
 
-def _moved(position: int, edits: list[tuple[int, int, str]], insertion_moves: bool) -> int:
+def _moved(position: int, edits: list[tuple[int, int, str]], insertion_moves) -> int:
+    """`position` after `edits`; `insertion_moves(at, text)` says whether an insertion
+    exactly at `position` goes before it."""
     shift = 0
     for start, end, replacement in edits:
-        before = end < position or (end == position and (start < end or insertion_moves))
-        if before:
+        if end < position or (end == position and (start < end or insertion_moves(start, replacement))):
             shift += len(replacement) - (end - start)
     return position + shift
