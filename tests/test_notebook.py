@@ -394,3 +394,36 @@ def test_nothing_is_inserted_above_a_cell_magic() -> None:
     layout = Layout(raw.cells)
     assert "IPython magic" in layout.refusal(layout.text, 0, 0, "import jax\n")
     assert layout.refusal(layout.text, 1, 1, "import jax\n") is None  # after the %%time line
+
+
+def test_a_fix_over_a_magic_line_is_refused_and_the_notebook_left_alone(tmp_path: Path, monkeypatch) -> None:
+    """A rule whose fix deletes the statement where `!ls` stood: the notebook gate refuses
+    it, the finding stays with the reason, and the file is not written."""
+    from optax_lint.diagnostics import Applicability, Finding, Fix, Severity, Span
+    from optax_lint.rules import REGISTRY
+
+    class DeletesSecondStatement:
+        def check(self, ctx) -> None:
+            def fix(module):
+                return module.with_changes(body=[module.body[0], *module.body[2:]])
+
+            ctx.findings.append(Finding("OPX101", "clip-after-optimizer", Severity.ERROR, "test", ctx.facts.path,
+                                        Span(3, 1, 3, 6), Fix("delete", Applicability.SAFE, fix)))
+
+    monkeypatch.setitem(REGISTRY, "OPX101", DeletesSecondStatement)
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(["import optax\n!ls\nx = 1\n"]))
+    before = path.read_bytes()
+    result = lint(path, fix=True)
+    assert result.fixed == 0 and path.read_bytes() == before
+    [finding] = result.findings
+    assert (finding.cell, finding.span.line) == (1, 3)
+    assert "IPython magic or shell line in cell 1" in finding.evidence["fix_refused"]
+
+
+def test_crlf_notebook_json_keeps_its_line_endings(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb"
+    text = notebook(["import optax\n", BAD_CHAIN]).replace("\n", "\r\n")
+    path.write_bytes(text.encode())
+    lint(path, fix=True)
+    assert path.read_bytes() == text.replace(json.dumps(BAD_CHAIN)[1:-1], json.dumps(GOOD_CHAIN)[1:-1]).encode()
