@@ -87,10 +87,14 @@ class DocumentLinter:
     def _setup(self, uri: str, default_name: str):
         from .api import RunOptions, _declared_context
 
+        from .discovery import is_excluded
+
         path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)
         common = dict(context=_declared_context(path, settings, RunOptions()), root=str(settings.root))
-        return path.name, settings.codes_for_path(path), settings.rule_options, common
+        patterns = [*(settings.exclude or []), *settings.extend_exclude]  # what the user excluded, as --force-exclude
+        codes = set() if patterns and is_excluded(path, root=settings.root, patterns=patterns) else settings.codes_for_path(path)
+        return path.name, codes, settings.rule_options, common
 
     def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
         """(findings with their fix edits, fixed text when fix=True)."""

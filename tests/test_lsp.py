@@ -256,6 +256,13 @@ def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Client, tmp_
     assert after["diagnostics"] == []
 
 
+def test_excluded_files_get_no_diagnostics(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "optax-lint.toml").write_text('extend-exclude = ["scratch"]\n')
+    (tmp_path / "scratch").mkdir()
+    assert open_document(client, (tmp_path / "scratch" / "try.py").as_uri(), BAD) == []
+    assert [d["code"] for d in open_document(client, (tmp_path / "train.py").as_uri(), BAD)] == ["OPX101"]
+
+
 def test_server_without_pygls_explains_the_extra(tmp_path: Path) -> None:
     code = "import sys; sys.modules['pygls'] = None\nfrom optax_lint.cli import main\nmain(['server'])"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
