@@ -23,6 +23,9 @@ _ESCAPE = re.compile(r"[ \t]*(?:[%!]|\?|/(?=\w)|[,;](?=\w))")  # magic, shell, h
 _ASSIGN = re.compile(r"[ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*[%!]")  # x = !ls, x = %env A
 _HELP_SUFFIX = re.compile(r"[ \t]*[\w.\[\]()'\"]+\?{1,2}[ \t]*")  # optax.adamw?  x.shape??
 _CELL_MAGIC = re.compile(r"%%(\w+)")
+# What the scanner stops at: outside strings, and inside each kind of string.
+_CODE_CHARS = re.compile(r"[#'\"()\[\]{}\\]")
+_STRING_END = {q: re.compile(r"\\.|" + re.escape(q)) for q in ("'", '"', "'''", '"""')}
 
 
 def split_lines(text: str) -> list[str]:
@@ -79,17 +82,18 @@ class _Scanner:
         i, n = 0, len(body)
         self.continued = False
         while i < n:
-            ch = body[i]
-            if self.quote:
-                if ch == "\\":
-                    i += 2
-                    continue
-                if body.startswith(self.quote, i):
-                    i += len(self.quote)
+            if self.quote:  # jump to the closing quote, skipping escapes
+                m = _STRING_END[self.quote].search(body, i)
+                if m is None:
+                    break
+                i = m.end()
+                if m.group() == self.quote:
                     self.quote = ""
-                    continue
-                i += 1
                 continue
+            m = _CODE_CHARS.search(body, i)
+            if m is None:
+                break
+            ch, i = m.group(), m.start()
             if ch == "#":
                 break
             if ch in "\"'":
