@@ -428,3 +428,11 @@ def test_crlf_notebook_json_keeps_its_line_endings(tmp_path: Path) -> None:
     path.write_bytes(text.encode())
     lint(path, fix=True)
     assert path.read_bytes() == text.replace(json.dumps(BAD_CHAIN)[1:-1], json.dumps(GOOD_CHAIN)[1:-1]).encode()
+
+
+def test_a_lone_surrogate_in_a_cell_is_a_syntax_error_of_that_cell(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(["import optax\n", "s = '\\ud800'\n", "import optax\n" + BAD_CHAIN], ).replace("\\\\ud800", "\\ud800"))
+    findings = lint(path).findings
+    assert [(f.code, f.cell) for f in findings] == [("OPX001", 2), ("OPX101", 3)]
+    assert "surrogates not allowed" in findings[0].message

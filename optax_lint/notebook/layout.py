@@ -52,7 +52,7 @@ def _cell_syntax_error(text: str) -> Optional[tuple[int, int, str]]:
         message = (exc.msg or "invalid syntax").strip().splitlines()[0]
         return max(exc.lineno or 1, 1), max(exc.offset or 1, 1), message
     except (RecursionError, MemoryError, ValueError) as exc:
-        return 1, 1, f"cannot parse: {type(exc).__name__}"
+        return 1, 1, f"cannot parse: {type(exc).__name__}: {exc}"
     return None
 
 
