@@ -170,6 +170,22 @@ def test_open_diagnose_code_action_change(client: Client, tmp_path: Path) -> Non
     assert after["diagnostics"] == []
 
 
+def test_incremental_change_from_the_code_action_clears_the_diagnostic(client: Client, tmp_path: Path) -> None:
+    """What an editor does: apply the action's edits, then send them as incremental changes."""
+    uri = (tmp_path / "train.py").as_uri()
+    [diagnostic] = open_document(client, uri, BAD)
+    [action] = [a for a in client.request("textDocument/codeAction", {
+        "textDocument": {"uri": uri}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]},
+    }) if a["kind"] == "quickfix"]
+    edits = action["edit"]["changes"][uri]
+    changes = [{"range": e["range"], "text": e["newText"]} for e in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True)]
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": changes})
+    after = client.notification("textDocument/publishDiagnostics", lambda p: p["uri"] == uri and p.get("version") == 2)
+    assert after["diagnostics"] == []
+    hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 4, "character": 10}})
+    assert hover is None
+
+
 def test_hover_over_a_finding_shows_the_rule_doc(client: Client, tmp_path: Path) -> None:
     uri = (tmp_path / "train.py").as_uri()
     open_document(client, uri, BAD)
