@@ -436,3 +436,16 @@ def test_a_lone_surrogate_in_a_cell_is_a_syntax_error_of_that_cell(tmp_path: Pat
     findings = lint(path).findings
     assert [(f.code, f.cell) for f in findings] == [("OPX001", 2), ("OPX101", 3)]
     assert "surrogates not allowed" in findings[0].message
+
+
+def test_verify_locates_the_chain_by_cell(tmp_path: Path) -> None:
+    pytest.importorskip("optax")
+    shutil.copy(COLAB, tmp_path / "colab_train.ipynb")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "OPTAX_LINT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "optax_lint", "--verify", "--output-format", "concise", "colab_train.ipynb"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    report = lines.index("colab_train.ipynb:cell 7:3:6: tx")
+    clip = next(line for line in lines[report:] if "reaches the optimizer clipped" in line)
+    assert clip.rstrip().endswith("✗")  # measured: the clip after adamw does not clip the gradient

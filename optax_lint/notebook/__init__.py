@@ -61,6 +61,20 @@ def _gate(layout: Layout, verify_gate):
     return gate
 
 
+def _verify(layout: Layout, shown: str, worker) -> list:
+    """--verify's reports, located by cell: `nb.ipynb:cell 7:3:6`."""
+    from ..verify.report import verify_text
+
+    reports = verify_text(layout.text, shown, worker)
+    for report in reports:
+        cell, report.span = _map_span(layout, layout.text, report.span)
+        if report.reason_span is not None:
+            reason_cell, span = _map_span(layout, layout.text, report.reason_span)
+            report.reason_span = span if reason_cell == cell else None  # printed with the report's cell
+        report.path = f"{shown}:cell {cell}"
+    return reports
+
+
 def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
     parts = []
     for number, new in after.items():
@@ -170,6 +184,8 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
             engine.attach_edits(layout.text, run)
         result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
         result.cell_sources = before
+        if options.verify_worker is not None and run.module is not None:
+            result.verification = _verify(layout, shown, options.verify_worker)
         return result, None, run.internal_errors
     original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
     fixed = engine.fix_text(
