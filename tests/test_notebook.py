@@ -449,3 +449,29 @@ def test_verify_locates_the_chain_by_cell(tmp_path: Path) -> None:
     report = lines.index("colab_train.ipynb:cell 7:3:6: tx")
     clip = next(line for line in lines[report:] if "reaches the optimizer clipped" in line)
     assert clip.rstrip().endswith("✗")  # measured: the clip after adamw does not clip the gradient
+
+
+def test_invalid_json_gets_a_frame_of_the_json_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text('{\n "cells": [\n  {"cell_type": "code", "source": ["x = 1"]}\n  {"cell_type": "code"}\n ]\n}\n')
+    out = cli(["broken.ipynb"], tmp_path).stdout
+    assert out.startswith("broken.ipynb:4:3: OPX001 invalid notebook JSON: Expecting ',' delimiter (line 4, column 3)\n")
+    assert '4 |   {"cell_type": "code"}\n  |   ^ OPX001\n' in out
+
+
+def test_fixed_notebook_can_be_returned_instead_of_written(tmp_path: Path) -> None:
+    """For callers that output the fixed notebook themselves (stdin): `write = False` and a
+    `read` that supplies the file's text."""
+    from optax_lint.notebook import lint_notebook_file
+    from optax_lint.source import read_source
+
+    path = tmp_path / "nb.ipynb"
+    before = notebook(["import optax\n", BAD_CHAIN])
+    path.write_text(before)
+    options = api.RunOptions(fix=True)
+    options.write = False
+    reads = []
+    result, text, _ = lint_notebook_file(path, "nb.ipynb", load_settings(start=tmp_path).enabled_codes(),
+                                         load_settings(start=tmp_path), options, read=lambda p: reads.append(p) or read_source(p))
+    assert reads == [path] and result.fixed == 1
+    assert path.read_text() == before
+    assert text == before.replace(json.dumps(BAD_CHAIN)[1:-1], json.dumps(GOOD_CHAIN)[1:-1])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..diagnostics import Edit, FileResult, Finding, Span
-from ..source import SourceError, _human_size, read_source, write_source
+from ..source import SourceError, _human_size, encode_text, read_source, write_source
 from .format import NotebookError, RawCell, parse, replace_sources
 from .layout import Layout
 
@@ -86,20 +86,27 @@ def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
     return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
 
 
-def load(path: Path, max_file_bytes: int):
-    """(source file, parsed notebook, layout); raises SourceError or NotebookError."""
+def _read(path: Path, max_file_bytes: int, read=None):
+    """The notebook file's text (SourceError if it cannot be read); `read` replaces the
+    disk (stdin)."""
+    if read is not None:
+        return read(path)
     try:
-        source = read_source(path, max_bytes=max_file_bytes * SIZE_FACTOR)
+        return read_source(path, max_bytes=max_file_bytes * SIZE_FACTOR)
     except SourceError as exc:
         if exc.kind == "too-large":
             exc.message = exc.message.replace("(--max-file-size)", f"for notebooks ({SIZE_FACTOR} x --max-file-size)")
         raise
-    nb = parse(source.text)
+
+
+def _layout(text: str, max_file_bytes: int):
+    """(parsed notebook, layout); NotebookError, or SourceError if the code is too large."""
+    nb = parse(text)
     layout = Layout(nb.cells)
     size = len(layout.text.encode("utf-8", "surrogatepass"))
     if size > max_file_bytes:
         raise SourceError("too-large", f"the code cells hold {_human_size(size)}, above the {_human_size(max_file_bytes)} limit (--max-file-size)")
-    return source, nb, layout
+    return nb, layout
 
 
 def notebook_text(text: str) -> Optional[str]:
@@ -158,24 +165,27 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
     return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
 
 
-def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options) -> tuple[FileResult, None, int]:
-    """lint_file for a notebook: same options, same result shape, findings per cell."""
+def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
+    """lint_file for a notebook: same options, same result shape, findings per cell. The
+    text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
     from .. import api, engine
 
     result = FileResult(shown)
     try:
-        source, nb, layout = load(path, options.max_file_bytes)
+        source = _read(path, options.max_file_bytes, read)
+        nb, layout = _layout(source.text, options.max_file_bytes)
     except SourceError as exc:
         return api.read_failure(result, exc, codes), None, 0
     except NotebookError as exc:
         if exc.code in codes or exc.code == engine.IO_ERROR:
             result.findings.append(engine.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
         result.error = exc.message
-        return result, None, 0
+        return result, source.text, 0
     if nb.language is not None and nb.language.lower() not in _PYTHON:
-        return result, None, 0  # an R or Julia notebook: nothing for us
+        return result, source.text, 0  # an R or Julia notebook: nothing for us
     problems = _problems(layout, shown, codes)
     before = layout.sources(layout.text)
+    result.cell_sources = before
     declared = api._declared_context(path, settings, options)
     common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
     if not (options.fix or options.diff):
@@ -183,10 +193,9 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
         if options.with_edits:
             engine.attach_edits(layout.text, run)
         result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
-        result.cell_sources = before
         if options.verify_worker is not None and run.module is not None:
             result.verification = _verify(layout, shown, options.verify_worker)
-        return result, None, run.internal_errors
+        return result, source.text, run.internal_errors
     original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
     fixed = engine.fix_text(
         layout.text, shown, codes, settings.rule_options, unsafe=options.unsafe_fixes,
@@ -196,18 +205,22 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     result.findings = problems + to_cells(api.fixed_findings(fixed, shown), layout, fixed.text)
     result.findings.sort(key=lambda f: f.sort_key)
     after = layout.sources(fixed.text)
-    result.cell_sources = before
+    text = source.text
     if after != before:
         result.fixed = fixed.applied
         if options.diff:
             result.diff = _diff(shown, before, after)
-        else:
-            try:
-                write_source(source, replace_sources(nb, after))
-                result.cell_sources = after
-            except SourceError as exc:
-                result.fixed = 0
-                run = engine.lint_text(layout.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
-                result.findings = problems + to_cells(run.findings, original, original.text)
-                result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
-    return result, None, fixed.internal_errors + len(fixed.dropped)
+            return result, text, fixed.internal_errors + len(fixed.dropped)
+        new_text = replace_sources(nb, after)
+        try:
+            if getattr(options, "write", True):
+                write_source(source, new_text)
+            else:  # the caller outputs the fixed notebook (stdin)
+                encode_text(source, new_text)
+            result.cell_sources, text = after, new_text
+        except SourceError as exc:
+            result.fixed = 0
+            run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
+            result.findings = problems + to_cells(run.findings, original, original.text)
+            result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
+    return result, text, fixed.internal_errors + len(fixed.dropped)
