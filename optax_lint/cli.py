@@ -18,7 +18,7 @@ import click
 
 from . import __version__
 
-_SUBCOMMANDS = ("check", "rule", "schedule", "server")
+_SUBCOMMANDS = ("check", "rule", "schedule")
 
 
 class _DefaultToCheck(click.Group):
