@@ -130,6 +130,12 @@ class DocumentLinter:
         )
 
 
+def _is_python(uri: str, language_id: Optional[str]) -> bool:
+    if uri.lower().endswith(".ipynb"):
+        return False
+    return not language_id or "python" in language_id.lower()
+
+
 def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
     def key(p: lsp.Position) -> tuple[int, int]:
         return (p.line, p.character)
@@ -191,8 +197,10 @@ def build_server() -> LanguageServer:
         if notebook is not None:
             text, findings = notebook_results(notebook).get(uri, ("", []))
             return text, findings, notebook
-        text = server.workspace.get_text_document(uri).source
-        return text, linter.lint(uri, text)[0], None
+        document = server.workspace.get_text_document(uri)
+        if not _is_python(uri, document.language_id):  # e.g. an .ipynb opened as JSON text
+            return document.source, [], None
+        return document.source, linter.lint(uri, document.source)[0], None
 
     def cell_uris(notebook: Optional[lsp.NotebookDocument]):
         by_number = {n: c.document for n, c in enumerate(notebook.cells, 1)} if notebook is not None else {}
@@ -212,8 +220,8 @@ def build_server() -> LanguageServer:
         if notebook is not None:
             publish_notebook(ls, notebook.uri)
             return
-        text = ls.workspace.get_text_document(uri).source
-        send(ls, uri, text, linter.lint(uri, text)[0], lambda cell: uri)
+        text, findings, _ = results(uri)
+        send(ls, uri, text, findings, lambda cell: uri)
 
     def publish_notebook(ls: LanguageServer, notebook_uri: str) -> None:
         notebook = ls.workspace.get_notebook_document(notebook_uri=notebook_uri)

@@ -272,6 +272,13 @@ def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Client, tmp_
     assert after["diagnostics"] == []
 
 
+def test_documents_that_are_not_python_get_no_diagnostics(client: Client, tmp_path: Path) -> None:
+    assert open_document(client, (tmp_path / "train.ipynb").as_uri(), BAD) == []  # a notebook opened as JSON text
+    uri = (tmp_path / "notes.md").as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": BAD}})
+    assert client.notification("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)["diagnostics"] == []
+
+
 def test_excluded_files_get_no_diagnostics(client: Client, tmp_path: Path) -> None:
     (tmp_path / "optax-lint.toml").write_text('extend-exclude = ["scratch"]\n')
     (tmp_path / "scratch").mkdir()
