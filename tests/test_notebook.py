@@ -234,7 +234,7 @@ def test_a_fix_touching_a_magic_line_is_refused() -> None:
 
 def test_the_fix_gate_refuses_magic_edits_end_to_end() -> None:
     """The gate sees the edit a fix makes to the module: one over the placeholder is refused."""
-    from optax_lint.notebook import _gate
+    from optax_lint.notebook.lint import _gate
 
     raw = nbformat_.parse(notebook(["import optax\n!ls\n" + BAD_CHAIN]))
     layout = Layout(raw.cells)
