@@ -85,16 +85,19 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
     for path in paths:
         shown = display_path(path)
         notebook = path.suffix.lower() == ".ipynb"
+        if notebook:
+            from .notebook import SIZE_FACTOR, cell_locations, notebook_text
         try:
-            source = read_source(path, max_bytes=max_bytes * (8 if notebook else 1))
+            source = read_source(path, max_bytes=max_bytes * (SIZE_FACTOR if notebook else 1))
         except SourceError as exc:
             out.append(f"{shown}\n  cannot read: {exc}\n")
             continue
         text = source.text
         if notebook:  # the code cells as one module
-            from .notebook import notebook_text
-
-            text = notebook_text(text) or ""
+            text = notebook_text(text)
+            if text is None:
+                out.append(f"{shown}\n  cannot parse: not a Jupyter notebook (nbformat 4)\n")
+                continue
         try:
             module = cst.parse_module(text)
         except Exception as exc:  # noqa: BLE001 - any parse failure is reported, not raised
@@ -105,8 +108,6 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
         facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=text)
         report = render_context(shown, facts.run_context, facts, settings.codes_for_path(path), catalogue)
         if notebook:
-            from .notebook import cell_locations
-
             report = cell_locations(source.text, shown, report)
         out.append(report)
     return "\n".join(out)

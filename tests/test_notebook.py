@@ -338,6 +338,8 @@ def test_show_context_spells_cell_locations(tmp_path: Path) -> None:
     steps = next(line for line in out.splitlines() if line.strip().startswith("steps"))
     assert steps.split()[:2] == ["steps", "500"]
     assert "colab_train.ipynb:cell 8:13" in steps  # `for step in range(500):` is line 13 of cell 8
+    (tmp_path / "bad.ipynb").write_text("{")
+    assert cli(["--show-context", "bad.ipynb"], tmp_path).stdout == "bad.ipynb\n  cannot parse: not a Jupyter notebook (nbformat 4)\n"
 
 
 # --- the layout follows edits (property) ---------------------------------------------------
