@@ -114,6 +114,13 @@ class DocumentLinter:
         shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
         return cell_findings(cells, shown, codes, rule_options, common)
 
+    def fix_notebook(self, uri: str, cells: list[tuple[int, str]]) -> dict[int, str]:
+        """{cell number: fixed text} for the cells the safe fixes change."""
+        from .notebook import fix_cells
+
+        shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
+        return fix_cells(cells, shown, codes, rule_options, common)
+
     def diagnostic(self, finding: Finding, lines: _Lines, uri_of=lambda cell: "") -> lsp.Diagnostic:
         help_line = f"\nhelp: {finding.fix.title}" if finding.fix is not None and finding.fix.title else ""
         return lsp.Diagnostic(
@@ -128,6 +135,10 @@ class DocumentLinter:
                 for r in finding.related
             ] or None,
         )
+
+
+def _whole(lines: _Lines) -> lsp.Range:
+    return lsp.Range(start=lsp.Position(line=0, character=0), end=lines.position(len(lines.lines), len(lines.lines[-1]) + 1))
 
 
 def _is_python(uri: str, language_id: Optional[str]) -> bool:
@@ -177,14 +188,19 @@ def build_server() -> LanguageServer:
     def lines_of(text: str) -> _Lines:
         return _Lines(text, server.workspace.position_encoding or "utf-16")
 
-    def notebook_results(notebook: lsp.NotebookDocument) -> dict[str, tuple[str, list[Finding]]]:
-        """cell uri -> (cell text, its findings). Cells are numbered as in the file: all of them count."""
+    def code_cells(notebook: lsp.NotebookDocument) -> tuple[dict[int, str], list[tuple[int, str]]]:
+        """({cell number: cell uri}, [(cell number, text)]) for the code cells; every cell counts."""
         uri_of: dict[int, str] = {}
         cells: list[tuple[int, str]] = []
         for number, cell in enumerate(notebook.cells, 1):
             if cell.kind == lsp.NotebookCellKind.Code:
                 uri_of[number] = cell.document
                 cells.append((number, server.workspace.get_text_document(cell.document).source))
+        return uri_of, cells
+
+    def notebook_results(notebook: lsp.NotebookDocument) -> dict[str, tuple[str, list[Finding]]]:
+        """cell uri -> (cell text, its findings). Cells are numbered as in the file: all of them count."""
+        uri_of, cells = code_cells(notebook)
         out = {uri_of[n]: (text, []) for n, text in cells}
         for finding in linter.lint_notebook(notebook.uri, cells):
             if finding.cell in uri_of:
@@ -264,14 +280,19 @@ def build_server() -> LanguageServer:
                     if action is not None:
                         actions.append(action)
         fix_all = (wanted is None and actions) or (wanted and any(k in (FIX_ALL, lsp.CodeActionKind.SourceFixAll, lsp.CodeActionKind.Source) for k in wanted))
-        if fix_all and notebook is None:  # a notebook's cells are fixed one quick fix at a time
-            _, fixed = linter.lint(uri, text, fix=True)
-            if fixed is not None and fixed != text:
-                whole = lsp.Range(start=lsp.Position(line=0, character=0), end=lines.position(len(lines.lines), len(lines.lines[-1]) + 1))
+        if fix_all:
+            if notebook is None:
+                _, fixed = linter.lint(uri, text, fix=True)
+                new_texts = {uri: (text, fixed)} if fixed is not None and fixed != text else {}
+            else:  # the whole notebook: each changed cell replaced
+                uri_of, cells = code_cells(notebook)
+                old_text = dict(cells)
+                new_texts = {uri_of[n]: (old_text[n], new) for n, new in linter.fix_notebook(notebook.uri, cells).items()}
+            if new_texts:
                 actions.append(lsp.CodeAction(
                     title="Apply all safe optax-lint fixes",
                     kind=FIX_ALL,
-                    edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(range=whole, new_text=fixed)]}),
+                    edit=lsp.WorkspaceEdit(changes={u: [lsp.TextEdit(range=_whole(lines_of(old)), new_text=new)] for u, (old, new) in new_texts.items()}),
                 ))
         return actions
 

@@ -258,10 +258,16 @@ def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Client, tmp_
     [diagnostic] = third["diagnostics"]
     assert (diagnostic["code"], diagnostic["range"]) == ("OPX101", rng(4, 4, 4, 34))  # line 5 of cell 3, after !nvidia-smi
     actions = client.request("textDocument/codeAction", {"textDocument": {"uri": cell[2]}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]}})
-    [action] = actions
+    assert [a["kind"] for a in actions] == ["quickfix", "source.fixAll.optax-lint"]
+    action = actions[0]
     assert action["title"].endswith("(safe fix, OPX101)")
     fixed = apply_edits(texts[2], action["edit"]["changes"][cell[2]])
     assert fixed == "!nvidia-smi\n" + FIXED.split("\n", 1)[1]
+    fix_all_actions = client.request("textDocument/codeAction", {"textDocument": {"uri": cell[0]}, "range": rng(0, 0, 0, 0),
+                                                            "context": {"diagnostics": [], "only": ["source.fixAll.optax-lint"]}})
+    [fix_all] = fix_all_actions
+    assert list(fix_all["edit"]["changes"]) == [cell[2]]  # the whole notebook: only the cell that changes
+    assert apply_edits(texts[2], fix_all["edit"]["changes"][cell[2]]) == fixed
     hover = client.request("textDocument/hover", {"textDocument": {"uri": cell[2]}, "position": {"line": 4, "character": 6}})
     assert "# clip-after-optimizer (OPX101)" in hover["contents"]["value"]
     client.notify("notebookDocument/didChange", {

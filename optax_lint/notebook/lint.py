@@ -158,6 +158,18 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
     return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
 
 
+def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> dict[int, str]:
+    """The safe fixes applied to cells given as (cell number, text): {cell number: new
+    text} for the cells that changed, under the same gate as `--fix` on a file."""
+    from .. import engine
+
+    layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
+    before = layout.sources(layout.text)
+    fixed = engine.fix_text(layout.text, shown, codes, rule_options, gate=_gate(layout, None), on_edits=layout.applied, **common)
+    after = layout.sources(fixed.text)
+    return {number: text for number, text in after.items() if text != before[number]}
+
+
 def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
     """lint_file for a notebook: same options, same result shape, findings per cell. The
     text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
