@@ -121,7 +121,8 @@ class DocumentLinter:
         shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
         return fix_cells(cells, shown, codes, rule_options, common)
 
-    def diagnostic(self, finding: Finding, lines: _Lines, uri_of=lambda cell: "") -> lsp.Diagnostic:
+    def diagnostic(self, finding: Finding, lines: _Lines, where) -> lsp.Diagnostic:
+        """`where(cell)` gives (uri, lines) of the document a related span is in."""
         help_line = f"\nhelp: {finding.fix.title}" if finding.fix is not None and finding.fix.title else ""
         return lsp.Diagnostic(
             range=lines.range(finding.span),
@@ -131,8 +132,8 @@ class DocumentLinter:
             source=SOURCE,
             message=finding.message + help_line,
             related_information=[
-                lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=uri_of(r.cell), range=lines.range(r.span)), message=r.message)
-                for r in finding.related
+                lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=uri, range=doc.range(r.span)), message=r.message)
+                for r in finding.related for uri, doc in [where(r.cell)]
             ] or None,
         )
 
@@ -218,13 +219,19 @@ def build_server() -> LanguageServer:
             return document.source, [], None
         return document.source, linter.lint(uri, document.source)[0], None
 
-    def cell_uris(notebook: Optional[lsp.NotebookDocument]):
+    def locator(uri: str, notebook: Optional[lsp.NotebookDocument]):
+        """cell number (None outside a notebook) -> (uri, lines) of the document it names."""
         by_number = {n: c.document for n, c in enumerate(notebook.cells, 1)} if notebook is not None else {}
-        return lambda cell: by_number.get(cell, "")
 
-    def send(ls: LanguageServer, uri: str, text: str, findings: list[Finding], uri_of) -> None:
-        lines = lines_of(text)
-        diagnostics = [linter.diagnostic(f, lines, uri_of) for f in findings]
+        def where(cell: Optional[int]) -> tuple[str, _Lines]:
+            target = by_number.get(cell, uri)
+            return target, lines_of(server.workspace.get_text_document(target).source)
+
+        return where
+
+    def send(ls: LanguageServer, uri: str, text: str, findings: list[Finding], notebook=None) -> None:
+        lines, where = lines_of(text), locator(uri, notebook)
+        diagnostics = [linter.diagnostic(f, lines, where) for f in findings]
         version = ls.workspace.get_text_document(uri).version
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics))
         if linter.config_error and linter.config_error not in shown_errors:  # once, not on every keystroke
@@ -237,15 +244,14 @@ def build_server() -> LanguageServer:
             publish_notebook(ls, notebook.uri)
             return
         text, findings, _ = results(uri)
-        send(ls, uri, text, findings, lambda cell: uri)
+        send(ls, uri, text, findings)
 
     def publish_notebook(ls: LanguageServer, notebook_uri: str) -> None:
         notebook = ls.workspace.get_notebook_document(notebook_uri=notebook_uri)
         if notebook is None:
             return
-        uri_of = cell_uris(notebook)
         for cell_uri, (text, findings) in notebook_results(notebook).items():
-            send(ls, cell_uri, text, findings, uri_of)
+            send(ls, cell_uri, text, findings, notebook)
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: LanguageServer, params: lsp.InitializeParams) -> None:
@@ -274,7 +280,7 @@ def build_server() -> LanguageServer:
         wanted = params.context.only
         if wanted is None or lsp.CodeActionKind.QuickFix in wanted:
             for finding in findings:
-                diagnostic = linter.diagnostic(finding, lines, cell_uris(notebook) if notebook else (lambda cell: uri))
+                diagnostic = linter.diagnostic(finding, lines, locator(uri, notebook))
                 if _overlaps(diagnostic.range, params.range):
                     action = quick_fix(finding, uri, lines, diagnostic)
                     if action is not None:

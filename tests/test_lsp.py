@@ -152,6 +152,8 @@ def test_open_diagnose_code_action_change(client: Client, tmp_path: Path) -> Non
     assert diagnostic["codeDescription"]["href"].endswith("docs/rules.md#clip-after-optimizer-opx101")
     assert diagnostic["message"].startswith("clip_by_global_norm(1.0) runs after adamw(1e-3) in this chain")
     assert diagnostic["message"].endswith("\nhelp: Move clip_by_global_norm(1.0) to the front of the chain")
+    assert [(r["location"]["uri"], r["location"]["range"]) for r in diagnostic["relatedInformation"]] == [
+        (uri, rng(2, 5, 5, 1)), (uri, rng(3, 4, 3, 21))]  # the chain call, the learning-rate step
 
     actions = client.request("textDocument/codeAction", {
         "textDocument": {"uri": uri}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]},
@@ -257,6 +259,8 @@ def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Client, tmp_
     assert first["diagnostics"] == []
     [diagnostic] = third["diagnostics"]
     assert (diagnostic["code"], diagnostic["range"]) == ("OPX101", rng(4, 4, 4, 34))  # line 5 of cell 3, after !nvidia-smi
+    assert [(r["location"]["uri"], r["location"]["range"]["start"]) for r in diagnostic["relatedInformation"]] == [
+        (cell[2], {"line": 2, "character": 5}), (cell[2], {"line": 3, "character": 4})]
     actions = client.request("textDocument/codeAction", {"textDocument": {"uri": cell[2]}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]}})
     assert [a["kind"] for a in actions] == ["quickfix", "source.fixAll.optax-lint"]
     action = actions[0]
