@@ -81,10 +81,10 @@ def lint_file(
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
-    if path.suffix.lower() == ".ipynb":  # named explicitly (directory walks take *.py only)
-        message = "not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
-        result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, message))
-        return result, None, 0
+    if path.suffix.lower() == ".ipynb":
+        from .notebook import lint_notebook_file
+
+        return lint_notebook_file(path, shown, codes, settings, options)
     try:
         if source is None:
             source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
@@ -114,19 +114,7 @@ def lint_file(
         context=declared, root=root,
         gate=_gate(options, shown),
     )
-    result.findings = fixed.findings
-    for refused, evidence in fixed.refused:
-        for finding in result.findings:
-            if finding.code == refused.code and finding.message == refused.message:
-                finding.evidence = {"fix_refused": evidence}
-    for dropped in fixed.dropped:
-        result.findings.append(
-            engine.meta_finding(
-                engine.INTERNAL_ERROR, shown,
-                f"the fix for {dropped.code} at line {dropped.span.line} would not re-parse; it was not applied",
-                dropped.span.line, dropped.span.column,
-            )
-        )
+    result.findings = fixed_findings(fixed, shown)
     text = source.text
     if fixed.text != source.text:
         result.fixed = fixed.applied
@@ -149,6 +137,33 @@ def lint_file(
                 result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
                 result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)
+
+
+def read_failure(result: FileResult, exc: SourceError, codes: set[str]) -> FileResult:
+    """`result` reporting a file that could not be read (OPX003) or decoded (OPX001)."""
+    code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
+    if code in codes or code == engine.IO_ERROR:
+        result.findings.append(engine.meta_finding(code, result.path, _read_error_message(exc), exc.line or 1, exc.column or 1))
+    result.error = str(exc)
+    return result
+
+
+def fixed_findings(fixed: engine.FixRun, shown: str) -> list[Finding]:
+    """What remains after fixing: refused fixes carry their evidence, dropped ones an OPX900."""
+    findings = fixed.findings
+    for refused, evidence in fixed.refused:
+        for finding in findings:
+            if finding.code == refused.code and finding.message == refused.message:
+                finding.evidence = {"fix_refused": evidence}
+    for dropped in fixed.dropped:
+        findings.append(
+            engine.meta_finding(
+                engine.INTERNAL_ERROR, shown,
+                f"the fix for {dropped.code} at line {dropped.span.line} would not re-parse; it was not applied",
+                dropped.span.line, dropped.span.column,
+            )
+        )
+    return findings
 
 
 def _gate(options: RunOptions, shown: str):
@@ -304,6 +319,8 @@ def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outco
         outcome.results.append(result)
         if text is not None:
             outcome.sources[result.path] = text
+        for number, cell_text in result.cell_sources.items():  # notebooks: code frames per cell
+            outcome.sources[f"{result.path}:cell {number}"] = cell_text
         outcome.internal_errors += internal
         outcome.fixed += result.fixed
         outcome.verification.extend(getattr(result, "verification", []) or [])

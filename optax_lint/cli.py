@@ -572,3 +572,13 @@ def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
         click.echo(json.dumps({**spec.to_dict(), "doc": spec.doc}, indent=2))
     else:
         click.echo(spec.render_doc(), nl=False)
+
+
+@main.command("server")
+def server() -> None:
+    """Run the Language Server over stdio, for editors (needs optax-lint[lsp])."""
+    try:
+        from .lsp import run
+    except ImportError as exc:
+        _fail(f"`optax-lint server` needs pygls ({exc}); install it with: pip install 'optax-lint[lsp]'")
+    run()

@@ -89,18 +89,30 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
     out = []
     for path in paths:
         shown = display_path(path)
+        notebook = path.suffix.lower() == ".ipynb"
+        if notebook:
+            from .notebook import SIZE_FACTOR, cell_locations, notebook_text
         try:
-            source = read_source(path, max_bytes=max_bytes)
+            source = read_source(path, max_bytes=max_bytes * (SIZE_FACTOR if notebook else 1))
         except SourceError as exc:
             out.append(f"{shown}\n  cannot read: {exc}\n")
             continue
+        text = source.text
+        if notebook:  # the code cells as one module
+            text = notebook_text(text)
+            if text is None:
+                out.append(f"{shown}\n  cannot parse: not a Jupyter notebook (nbformat 4)\n")
+                continue
         try:
-            module = cst.parse_module(source.text)
+            module = cst.parse_module(text)
         except Exception as exc:  # noqa: BLE001 - any parse failure is reported, not raised
             message = str(getattr(exc, "message", exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             out.append(f"{shown}\n  cannot parse: {message}\n")
             continue
         declared = declared_for(path, settings, cli_values)
-        facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=source.text)
-        out.append(render_context(shown, facts.run_context, facts, settings.codes_for_path(path), catalogue))
+        facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=text)
+        report = render_context(shown, facts.run_context, facts, settings.codes_for_path(path), catalogue)
+        if notebook:
+            report = cell_locations(source.text, shown, report)
+        out.append(report)
     return "\n".join(out)

@@ -54,11 +54,14 @@ class Related:
     message: str
     span: Span
     path: Optional[str] = None  # None: same file as the finding
+    cell: Optional[int] = None  # notebooks: the cell the span's lines are in
 
     def to_dict(self) -> dict:
         d = {"message": self.message, **self.span.to_dict()}
         if self.path is not None:
             d["path"] = self.path
+        if self.cell is not None:
+            d["cell"] = self.cell
         return d
 
 
@@ -108,12 +111,25 @@ class Finding:
     help: str = ""
     # Evidence from --verify, attached after linting (issue: verify).
     evidence: Optional[dict] = None
+    # Notebooks: the cell number (1-based, counting every cell); span lines are within the cell.
+    cell: Optional[int] = None
     # Internal: the libcst node the finding is anchored on, to compute span lazily.
     node: object = field(default=None, repr=False, compare=False)
 
     @property
     def sort_key(self):
-        return (self.path, self.span.line, self.span.column, self.code)
+        return (self.path, self.cell or 0, self.span.line, self.span.column, self.code)
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook (ruff's spelling)."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.span.line}:{self.span.column}"
+
+    @property
+    def source_key(self) -> str:
+        """The key of the text its code frame is drawn from (a notebook cell's own text)."""
+        return self.path if self.cell is None else f"{self.path}:cell {self.cell}"
 
     def fixable(self, unsafe: bool) -> bool:
         if self.fix is None or not self.fix.apply:
@@ -142,6 +158,8 @@ class Finding:
         }
         if self.evidence is not None:
             d["evidence"] = self.evidence
+        if self.cell is not None:
+            d["cell"] = self.cell
         return d
 
 
@@ -155,3 +173,4 @@ class FileResult:
     diff: Optional[str] = None  # unified diff (with --diff)
     error: Optional[str] = None  # a read/parse/internal problem already turned into a finding
     verification: list = field(default_factory=list)  # --verify reports (verify.report.PipelineReport)
+    cell_sources: dict = field(default_factory=dict)  # notebooks: cell number -> its source, for code frames

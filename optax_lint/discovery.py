@@ -1,7 +1,7 @@
 """Find the Python files to lint, ruff-style.
 
 Directories are walked (sorted, symlinked directories followed but never round a loop)
-for `*.py` files, skipping `exclude`/`extend_exclude` matches and whatever .gitignore
+for `*.py` and `*.ipynb` files, skipping `exclude`/`extend_exclude` matches and whatever .gitignore
 ignores. Paths the user names are always linted unless `force_exclude` is set, which is
 what pre-commit users want: pre-commit passes every changed file explicitly.
 
@@ -40,6 +40,10 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "site-packages/",
     "*.egg-info/",
 )
+
+# What a directory walk lints: Python files and Jupyter notebooks (`extend-exclude =
+# ["*.ipynb"]` leaves notebooks out).
+LINTED_SUFFIXES = (".py", ".ipynb")
 
 # Skipped while walking whatever `exclude` says: git's database and virtualenvs
 # (a directory holding pyvenv.cfg) are never the user's source.
@@ -266,7 +270,7 @@ class _Walker:
                 else:
                     rules = rules.child(absolute)
             return parent / name, absolute, rules
-        if not name.endswith(".py") or self.ignored(name, absolute, False, rules):
+        if not name.endswith(LINTED_SUFFIXES) or self.ignored(name, absolute, False, rules):
             return None
         if entry.is_symlink():
             if entry.is_file():

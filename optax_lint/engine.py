@@ -281,6 +281,7 @@ def fix_text(
     context: Optional[dict] = None,
     root: Optional[str] = None,
     gate: Optional[Callable] = None,
+    on_edits: Optional[Callable[[list[tuple[int, int, str]]], None]] = None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
@@ -289,7 +290,8 @@ def fix_text(
     edits that do not overlap are applied together, like ruff's non-overlapping edit
     sets. Overlapping ones wait for the next round. A fix that would leave the file
     unparseable is dropped and reported; with a gate (--verify) a fix must also pass
-    verification.
+    verification. `on_edits` sees each round's applied edits (notebooks track their
+    cell boundaries with it).
     """
     applied = 0
     refused: list[tuple[Finding, str]] = []
@@ -352,6 +354,8 @@ def fix_text(
                 chosen = chosen[:1]  # edits that clash together go one per round
                 combined = _apply_edits(current, chosen)
         applied += len(chosen)
+        if on_edits is not None:
+            on_edits(chosen)
         current = combined
     if run is not None and linted == current:  # nothing changed since the last lint: reuse it
         final = run

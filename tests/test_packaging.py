@@ -133,6 +133,15 @@ def test_pre_commit_hook_fixes_with_fix_arg(tmp_path: Path, hook_repo: Path, tmp
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_pre_commit_hook_lints_notebooks(tmp_path: Path, hook_repo: Path, tmp_path_factory) -> None:
+    repo = _user_repo(tmp_path, hook_repo, ["--output-format", "concise"])
+    shutil.copy(ROOT / "fixtures" / "notebooks" / "colab_train.ipynb", repo / "colab_train.ipynb")
+    _git(["add", "-A"], repo)
+    proc = _run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never"], cwd=repo, env=_pre_commit_env(tmp_path_factory))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "colab_train.ipynb:cell 7:5:5: OPX101" in proc.stdout  # types_or: [python, jupyter]
+
+
 def test_pre_commit_try_repo(tmp_path: Path, hook_repo: Path, tmp_path_factory) -> None:
     repo = _user_repo(tmp_path, hook_repo, [])
     proc = _run(

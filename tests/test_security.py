@@ -229,26 +229,27 @@ def _huge_notebook(path: Path, megabytes: int) -> None:
     path.write_text(json.dumps(nb))
 
 
-def test_notebooks_are_skipped_by_directory_walks_and_never_opened(hostile: Path, tmp_path: Path) -> None:
+def test_notebooks_are_linted_as_text_never_run(hostile: Path, tmp_path: Path) -> None:
     tree = hostile / "notebook"
-    _huge_notebook(tree / "huge.ipynb", 40)
+    _huge_notebook(tree / "huge.ipynb", 40)  # 40 MB of outputs: within 8 x --max-file-size
     (tree / "train.py").write_text("import optax\n")
     start = time.monotonic()
-    code, out, _, data = audited(["-j", "1", "."], tree, tmp_path)
-    assert code == 0 and "All checks passed!" in out
+    code, out, _, data = audited(["-j", "1", "--no-cache", "--output-format", "concise", "."], tree, tmp_path)
+    assert code == 1
+    for line, name in zip(out.splitlines()[:2], ("huge.ipynb", "notebook_with_output.ipynb")):
+        assert line.startswith(f"{name}:cell 2:4:37: OPX101 ") and "clip_by_global_norm(1.0) runs after adamw(1e-3)" in line
     assert time.monotonic() - start < 60
-    assert not [e for e in data["events"] if e[0].startswith("open") and e[1].endswith(".ipynb")]
+    assert writes(data) == []
     assert_nothing_ran(data, tree)
 
 
-def test_a_notebook_named_explicitly_is_reported_not_linted(hostile: Path, tmp_path: Path) -> None:
+def test_a_notebook_too_large_is_reported_from_its_size_alone(hostile: Path, tmp_path: Path) -> None:
     tree = hostile / "notebook"
-    _huge_notebook(tree / "huge.ipynb", 40)
-    code, out, _, data = audited(["--no-cache", "--output-format", "concise", "notebook_with_output.ipynb", "huge.ipynb"], tree, tmp_path)
+    _huge_notebook(tree / "huge.ipynb", 10)
+    code, out, _, data = audited(["--no-cache", "--output-format", "concise", "--max-file-size", "1MB", "huge.ipynb"], tree, tmp_path)
     assert code == 1
-    message = "OPX003 error not linted: a Jupyter notebook (optax-lint reads .py files; export it with `jupyter nbconvert --to script`)"
-    assert out.splitlines()[:2] == [f"huge.ipynb:1:1: {message}", f"notebook_with_output.ipynb:1:1: {message}"]
-    assert not [e for e in data["events"] if e[0].startswith("open") and e[1].endswith(".ipynb")]
+    assert out.splitlines()[0] == "huge.ipynb:1:1: OPX003 error file is 10.0 MB, above the 8 MB limit for notebooks (8 x --max-file-size)"
+    assert not [e for e in data["events"] if e[0].startswith("open") and e[1].endswith("huge.ipynb")]
     assert_nothing_ran(data, tree)
 
 

@@ -32,12 +32,13 @@ def fix_marker(options: ReportOptions) -> str:
 
 
 def header(finding: Finding, options: ReportOptions) -> str:
-    """`path:line:col: CODE severity [*] message`; [*] only when --fix would apply the fix.
+    """`path:line:col: CODE severity [*] message` (`path:cell N:line:col:` in a
+    notebook); [*] only when --fix would apply the fix.
 
     The code stays right after the position, where flake8/ruff-style parsers and greps
     look for it; the severity word follows, so it is readable without colour.
     """
-    where = f"{paint(finding.path, BOLD, options)}:{finding.span.line}:{finding.span.column}:"
+    where = paint(finding.path, BOLD, options) + finding.location[len(finding.path):] + ":"
     color = SEVERITY_COLOR[finding.severity]
     code = paint(finding.code, color, options)
     severity = paint(finding.severity.value, color, options)

@@ -134,7 +134,8 @@ def render_finding(finding: Finding, source: Optional[str], options: ReportOptio
     if options.show_fixes and finding.help_text:
         lines.append(indent + paint(f"= help: {finding.help_text}", CYAN, options))
     for rel in finding.related:
-        where = f"{rel.path or finding.path}:{rel.span.line}:{rel.span.column}"
+        cell = f"cell {rel.cell}:" if rel.cell is not None else ""
+        where = f"{rel.path or finding.path}:{cell}{rel.span.line}:{rel.span.column}"
         lines.append(f"{indent}= note: {rel.message}: {where}")
     return "".join(line + "\n" for line in lines)
 
@@ -145,5 +146,5 @@ def render(findings: list[Finding], sources: Mapping[str, str], options: ReportO
     if options.statistics:
         return tail(findings, options)
     # A blank line after each finding separates them, and the last from the summary.
-    body = "".join(render_finding(f, sources.get(f.path), options) + "\n" for f in findings)
+    body = "".join(render_finding(f, sources.get(f.source_key), options) + "\n" for f in findings)
     return body + tail(findings, options)

@@ -23,16 +23,12 @@ def escape_property(text: str) -> str:
 
 def command(finding: Finding) -> str:
     s = finding.span
-    props = [
-        ("file", finding.path),
-        ("line", str(s.line)),
-        ("col", str(s.column)),
-        ("endLine", str(s.end_line)),
-        ("endColumn", str(s.end_column)),
-        ("title", f"{finding.code} ({finding.name})"),
-    ]
+    props = [("file", finding.path)]
+    if finding.cell is None:  # a notebook cell's lines are not lines of the .ipynb file: annotate the file
+        props += [("line", str(s.line)), ("col", str(s.column)), ("endLine", str(s.end_line)), ("endColumn", str(s.end_column))]
+    props.append(("title", f"{finding.code} ({finding.name})"))
     prop_text = ",".join(f"{k}={escape_property(v)}" for k, v in props)
-    data = f"{finding.path}:{s.line}:{s.column}: {finding.code} {finding.message}"
+    data = f"{finding.location}: {finding.code} {finding.message}"
     return f"::{LEVEL[finding.severity]} {prop_text}::{escape_data(data)}"
 
 

@@ -1,0 +1,12 @@
+"""Jupyter notebooks (.ipynb): lint the code cells as one module, fix them in place.
+
+`format` finds the cells in the JSON text and splices fixed sources back into it;
+`magics` turns IPython-only lines into placeholders; `layout` joins the cells into
+one logical module and maps lines (and fix edits) back to cells; `lint` runs the
+engine over a notebook file (or an editor's cells). Findings carry the cell number
+and the line within the cell: `nb.ipynb:cell 3:2:5: OPX101 ...`.
+"""
+
+from .lint import SIZE_FACTOR, cell_findings, cell_locations, fix_cells, lint_notebook_file, notebook_text
+
+__all__ = ["SIZE_FACTOR", "cell_findings", "cell_locations", "fix_cells", "lint_notebook_file", "notebook_text"]

@@ -1,0 +1,231 @@
+"""Linting and fixing a notebook: the engine over the cells' logical module, findings
+mapped back to cells, fixes gated to one cell and spliced back into the JSON."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+from ..diagnostics import Edit, FileResult, Finding, Span
+from ..source import SourceError, _human_size, encode_text, read_source, write_source
+from .format import NotebookError, RawCell, parse, replace_sources
+from .layout import Layout
+
+# Outputs (plots, logs) make notebooks large without adding code: the file may be this
+# many times --max-file-size; the code cells themselves must stay within it.
+SIZE_FACTOR = 8
+_PYTHON = ("python", "python3", "ipython", "ipython3")
+
+
+def _map_span(layout: Layout, text: str, span: Span) -> tuple[int, Span]:
+    cell, line = layout.locate(text, span.line)
+    shift = span.line - line
+    return cell, Span(line, span.column, span.end_line - shift, span.end_column)
+
+
+def to_cells(findings: list[Finding], layout: Layout, text: str) -> list[Finding]:
+    """Give each finding (and its related spans and fix edits) its cell and in-cell lines."""
+    for finding in findings:
+        if finding.cell is not None:
+            continue
+        finding.cell, finding.span = _map_span(layout, text, finding.span)
+        finding.related = [replace(r, cell=c, span=s) for r in finding.related for c, s in [_map_span(layout, text, r.span)]]
+        if finding.fix is not None and finding.fix.edits:
+            finding.fix.edits = [Edit(_map_span(layout, text, e.span)[1], e.content) for e in finding.fix.edits]
+    return findings
+
+
+def _gate(layout: Layout, verify_gate):
+    """Refuse edits outside one linted cell or over a magic line; then --verify's gate."""
+    from ..engine import _text_edit
+
+    def gate(finding, module, new_module):
+        old = module.code
+        near = finding.span.line if finding is not None else None
+        reason = layout.refusal(old, *_text_edit(old, new_module.code), near_line=near)
+        if reason is not None:
+            return False, reason
+        return verify_gate(finding, module, new_module) if verify_gate is not None else (True, "")
+
+    return gate
+
+
+def _verify(layout: Layout, shown: str, worker) -> list:
+    """--verify's reports, located by cell: `nb.ipynb:cell 7:3:6`."""
+    from ..verify.report import verify_text
+
+    reports = verify_text(layout.text, shown, worker)
+    for report in reports:
+        cell, report.span = _map_span(layout, layout.text, report.span)
+        if report.reason_span is not None:
+            reason_cell, span = _map_span(layout, layout.text, report.reason_span)
+            report.reason_span = span if reason_cell == cell else None  # printed with the report's cell
+        report.path = f"{shown}:cell {cell}"
+    return reports
+
+
+def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
+    parts = []
+    for number, new in after.items():
+        if new != before[number]:
+            parts.append("".join(difflib.unified_diff(
+                before[number].splitlines(keepends=True), new.splitlines(keepends=True),
+                fromfile=f"a/{shown}:cell {number}", tofile=f"b/{shown}:cell {number}",
+            )))
+    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+
+
+def _read(path: Path, max_file_bytes: int, read=None):
+    """The notebook file's text (SourceError if it cannot be read); `read` replaces the
+    disk (stdin)."""
+    if read is not None:
+        return read(path)
+    try:
+        return read_source(path, max_bytes=max_file_bytes * SIZE_FACTOR)
+    except SourceError as exc:
+        if exc.kind == "too-large":
+            exc.message = exc.message.replace("(--max-file-size)", f"for notebooks ({SIZE_FACTOR} x --max-file-size)")
+        raise
+
+
+def _layout(text: str, max_file_bytes: int):
+    """(parsed notebook, layout); NotebookError, or SourceError if the code is too large."""
+    nb = parse(text)
+    layout = Layout(nb.cells)
+    size = len(layout.text.encode("utf-8", "surrogatepass"))
+    if size > max_file_bytes:
+        raise SourceError("too-large", f"the code cells hold {_human_size(size)}, above the {_human_size(max_file_bytes)} limit (--max-file-size)")
+    return nb, layout
+
+
+def notebook_text(text: str) -> Optional[str]:
+    """The logical module of a notebook's JSON text (None if it is not a notebook)."""
+    try:
+        return Layout(parse(text).cells).text
+    except NotebookError:
+        return None
+
+
+def cell_locations(text: str, shown: str, report: str) -> str:
+    """`report` with each `shown:LINE` (a logical line) spelled `shown:cell N:LINE`."""
+    layout = Layout(parse(text).cells)
+
+    def spell(match: "re.Match[str]") -> str:
+        cell, line = layout.locate(layout.text, int(match.group(1)))
+        return f"{shown}:cell {cell}:{line}"
+
+    return re.sub(re.escape(shown) + r":(\d+)", spell, report)
+
+
+def _problems(layout: Layout, shown: str, codes: set[str]) -> list[Finding]:
+    """OPX001 for each cell that does not parse on its own (the other cells are linted)."""
+    from ..engine import SYNTAX_ERROR, meta_finding
+
+    if SYNTAX_ERROR not in codes:
+        return []
+    return [replace(meta_finding(SYNTAX_ERROR, shown, p.message, p.line, p.column), cell=p.number) for p in layout.problems]
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    return start + column - 1
+
+
+def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> list[Finding]:
+    """Findings for cells given as (cell number, text), as an editor holds them: each with
+    its cell and in-cell positions; fix edits a notebook must refuse (over a magic line,
+    across cells) are dropped, so an editor never offers them."""
+    from .. import engine
+
+    layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
+    run = engine.lint_text(layout.text, shown, codes, rule_options, **common)
+    engine.attach_edits(layout.text, run)
+    text = layout.text
+    for finding in run.findings:
+        fix = finding.fix
+        if fix is not None and fix.edits:
+            cell = layout.locate(text, finding.span.line)[0]
+            spans = [(_offset(text, e.span.line, e.span.column), _offset(text, e.span.end_line, e.span.end_column), e.content) for e in fix.edits]
+            # An editor applies the edits to the finding's own cell: anything else is not offered.
+            if any(layout.refusal(text, *span) or layout.locate(text, e.span.line)[0] != cell for span, e in zip(spans, fix.edits)):
+                fix.edits = []
+    return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
+
+
+def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> dict[int, str]:
+    """The safe fixes applied to cells given as (cell number, text): {cell number: new
+    text} for the cells that changed, under the same gate as `--fix` on a file."""
+    from .. import engine
+
+    layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
+    before = layout.sources(layout.text)
+    fixed = engine.fix_text(layout.text, shown, codes, rule_options, gate=_gate(layout, None), on_edits=layout.applied, **common)
+    after = layout.sources(fixed.text)
+    return {number: text for number, text in after.items() if text != before[number]}
+
+
+def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
+    """lint_file for a notebook: same options, same result shape, findings per cell. The
+    text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
+    from .. import api, engine
+
+    result = FileResult(shown)
+    try:
+        source = _read(path, options.max_file_bytes, read)
+        nb, layout = _layout(source.text, options.max_file_bytes)
+    except SourceError as exc:
+        return api.read_failure(result, exc, codes), None, 0
+    except NotebookError as exc:
+        if exc.code in codes or exc.code == engine.IO_ERROR:
+            result.findings.append(engine.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
+        result.error = exc.message
+        return result, source.text, 0
+    if nb.language is not None and nb.language.lower() not in _PYTHON:
+        return result, source.text, 0  # an R or Julia notebook: nothing for us
+    problems = _problems(layout, shown, codes)
+    before = layout.sources(layout.text)
+    result.cell_sources = before
+    declared = api._declared_context(path, settings, options)
+    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
+    if not (options.fix or options.diff):
+        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, **common)
+        if options.with_edits:
+            engine.attach_edits(layout.text, run)
+        result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
+        if options.verify_worker is not None and run.module is not None:
+            result.verification = _verify(layout, shown, options.verify_worker)
+        return result, source.text, run.internal_errors
+    original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
+    fixed = engine.fix_text(
+        layout.text, shown, codes, settings.rule_options, unsafe=options.unsafe_fixes,
+        gate=_gate(layout, api._gate(options, shown)), on_edits=layout.applied, **common,
+    )
+    to_cells(fixed.dropped, original, original.text)
+    result.findings = problems + to_cells(api.fixed_findings(fixed, shown), layout, fixed.text)
+    result.findings.sort(key=lambda f: f.sort_key)
+    after = layout.sources(fixed.text)
+    text = source.text
+    if after != before:
+        result.fixed = fixed.applied
+        if options.diff:
+            result.diff = _diff(shown, before, after)
+            return result, text, fixed.internal_errors + len(fixed.dropped)
+        new_text = replace_sources(nb, after)
+        try:
+            if getattr(options, "write", True):
+                write_source(source, new_text)
+            else:  # the caller outputs the fixed notebook (stdin)
+                encode_text(source, new_text)
+            result.cell_sources, text = after, new_text
+        except SourceError as exc:
+            result.fixed = 0
+            run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
+            result.findings = problems + to_cells(run.findings, original, original.text)
+            result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
+    return result, text, fixed.internal_errors + len(fixed.dropped)
