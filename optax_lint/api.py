@@ -84,16 +84,12 @@ def lint_file(
     if path.suffix.lower() == ".ipynb":
         from .notebook import lint_notebook_file
 
-        return lint_notebook_file(path, shown, codes, settings, options)
+        return lint_notebook_file(path, shown, codes, settings, options, read=read)
     try:
         if source is None:
             source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
-        code = engine.SYNTAX_ERROR if exc.kind in ("binary", "decode") else engine.IO_ERROR
-        if code in codes or code == engine.IO_ERROR:
-            result.findings.append(engine.meta_finding(code, shown, _read_error_message(exc), exc.line or 1, exc.column or 1))
-        result.error = str(exc)
-        return result, None, 0
+        return read_failure(result, exc, codes), None, 0
     options_by_code = settings.rule_options
     declared = _declared_context(path, settings, options)
     root = str(settings.root)

@@ -34,6 +34,17 @@ DOC_SECTIONS = (
 
 # The user-facing decision protocol every protocol rule links into (by section anchor).
 PROTOCOL_DOC = "docs/protocol.md"
+# Where the project is published (pyproject [project.urls]): absolute links to the rule
+# docs in SARIF (helpUri) and in the editor's hover.
+HOMEPAGE = "https://github.com/optax-lint/optax-lint"
+RULES_DOC_URL = f"{HOMEPAGE}/blob/main/docs/rules.md"
+
+
+def rule_doc_url(spec: "RuleSpec", base: str = RULES_DOC_URL) -> str:
+    """The rule's section of docs/rules.md (GitHub's anchor for its heading `## name (CODE)`)."""
+    heading = f"{spec.name} ({spec.code})".lower()
+    return f"{base}#" + re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
+
 
 _OPTION_TYPES = {"int": int, "float": (int, float), "bool": bool, "str": str, "list": list}
 

@@ -59,10 +59,11 @@ def finding_keys(
     seen: Counter = Counter()
     out = []
     for finding in ordered:
-        if finding.path not in lines_of:
-            text = sources.get(finding.path)
-            lines_of[finding.path] = source_lines(text) if text is not None else None
-        base = (finding.code, path_of(finding.path), snippet(finding, lines_of[finding.path]))
+        where = finding.source_key  # a notebook finding's line is a line of its cell
+        if where not in lines_of:
+            text = sources.get(where)
+            lines_of[where] = source_lines(text) if text is not None else None
+        base = (finding.code, path_of(finding.path), snippet(finding, lines_of[where]))
         out.append((finding, Key(*base, seen[base])))
         seen[base] += 1
     return out

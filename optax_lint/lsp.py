@@ -20,12 +20,12 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from . import __version__, engine
-from .catalogue import load_catalogue
+from .catalogue import RULES_DOC_URL, load_catalogue, rule_doc_url
 from .diagnostics import Applicability, Finding, Severity, Span
 
 # Where docs/rules.md is published; a client may pass {"docsUrl": ...} as
 # initializationOptions to point codeDescription links at its own copy.
-DOCS_URL = "https://github.com/your-org/optax-lint/blob/main/docs/rules.md"
+DOCS_URL = RULES_DOC_URL
 SOURCE = "optax-lint"
 FIX_ALL = "source.fixAll.optax-lint"
 
@@ -37,9 +37,9 @@ _SEVERITY = {
 
 
 def rule_url(code: str, docs_url: str = DOCS_URL) -> str:
-    """The rule's section of docs/rules.md (GitHub's anchor for `## name (CODE)`)."""
+    """The rule's section of docs/rules.md."""
     spec = load_catalogue().get(code)
-    return f"{docs_url}#{spec.name}-{code.lower()}" if spec else docs_url
+    return rule_doc_url(spec, docs_url) if spec else docs_url
 
 
 class _Lines:

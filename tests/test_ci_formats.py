@@ -236,3 +236,59 @@ def test_readme_ci_snippets_run_as_written(tmp_path: Path) -> None:
     assert ET.fromstring((repo / "optax-lint-junit.xml").read_text()).get("failures") == "1"
     assert json.loads((repo / "optax-lint-baseline.json").read_text())["findings"][0]["code"] == "OPX101"
     assert (repo / "fixed.py").read_text() == GOOD
+
+
+def test_doc_links_point_where_pyproject_says_the_project_lives() -> None:
+    """SARIF's helpUri and the editor's hover link share one base, the project's URL."""
+    import tomllib
+
+    from optax_lint import lsp
+    from optax_lint.catalogue import HOMEPAGE, RULES_DOC_URL, load_catalogue
+    from optax_lint.reporters.sarif import help_uri
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Homepage"] == HOMEPAGE and urls["Documentation"] == RULES_DOC_URL
+    spec = load_catalogue()["OPX108"]
+    assert help_uri(spec) == lsp.rule_url("OPX108") == f"{RULES_DOC_URL}#decay-without-mask-opx108"
+
+
+# --- notebooks in the CI formats ---------------------------------------------------
+
+
+def _notebook_project(tmp_path: Path, first_cell: str) -> Path:
+    from test_notebook import notebook
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "train.ipynb").write_text(notebook([first_cell, "tx = optax.chain(optax.adam(1e-3), optax.clip_by_global_norm(1.0))\n"]))
+    return tmp_path
+
+
+def test_notebook_findings_name_the_cell_not_a_json_line(tmp_path: Path) -> None:
+    project = _notebook_project(tmp_path, "import optax\n")
+    log = json.loads(output(project, "sarif", "--no-cache"))
+    assert sorted(validator().iter_errors(log), key=str) == []
+    [res] = log["runs"][0]["results"]
+    [location] = res["locations"]
+    assert "region" not in location["physicalLocation"]  # cell lines are not lines of the .ipynb
+    assert location["properties"] == {"cell": 2, "cellLine": 1, "cellColumn": 36}
+    assert res["message"]["text"].startswith("cell 2, line 1: clip_by_global_norm(1.0) runs after adam(1e-3)")
+    assert "fixes" not in res  # the fix edits cell text, not the JSON file
+    [issue] = json.loads(output(project, "gitlab", "--no-cache"))
+    assert issue["location"]["positions"]["begin"] == {"line": 1, "column": 1}
+    assert issue["description"].startswith("OPX101 (clip-after-optimizer): cell 2, line 1: ")
+    case = ET.fromstring(output(project, "junit", "--no-cache")).find(".//testcase")
+    assert case.get("line") == "1" and case.find("failure").text.startswith("train.ipynb:cell 2:1:36: OPX101 [error]")
+
+
+def test_notebook_fingerprint_is_keyed_on_the_cell_line(tmp_path: Path) -> None:
+    """The fingerprint reads the finding's line from its cell, so lines added to an
+    earlier cell leave it unchanged (as the baseline needs)."""
+    before = json.loads(output(_notebook_project(tmp_path / "a", "import optax\n"), "sarif", "--no-cache"))
+    after = json.loads(output(_notebook_project(tmp_path / "b", "import optax\nimport jax\n\nSEED = 0\n"), "sarif", "--no-cache"))
+    [one], [two] = before["runs"][0]["results"], after["runs"][0]["results"]
+    assert one["partialFingerprints"] == two["partialFingerprints"]
+    from optax_lint.fingerprints import finding_keys
+
+    finding = Finding("OPX101", "clip-after-optimizer", Severity.ERROR, "m", "t.ipynb", Span(1, 45, 1, 70), cell=2)
+    [(_, key)] = finding_keys([finding], {"t.ipynb": "{\n  \"cells\": []\n}\n", "t.ipynb:cell 2": "tx = optax.chain(a, b)\n"})
+    assert key.snippet == "tx = optax.chain(a, b)"

@@ -407,6 +407,8 @@ def test_a_fix_over_a_magic_line_is_refused_and_the_notebook_left_alone(tmp_path
     from optax_lint.rules import REGISTRY
 
     class DeletesSecondStatement:
+        __module__ = "optax_lint.rules.construction"  # the prefilter reads a rule family's TRIGGERS from its module
+
         def check(self, ctx) -> None:
             def fix(module):
                 return module.with_changes(body=[module.body[0], *module.body[2:]])
@@ -457,7 +459,7 @@ def test_verify_locates_the_chain_by_cell(tmp_path: Path) -> None:
 def test_invalid_json_gets_a_frame_of_the_json_line(tmp_path: Path) -> None:
     (tmp_path / "broken.ipynb").write_text('{\n "cells": [\n  {"cell_type": "code", "source": ["x = 1"]}\n  {"cell_type": "code"}\n ]\n}\n')
     out = cli(["broken.ipynb"], tmp_path).stdout
-    assert out.startswith("broken.ipynb:4:3: OPX001 invalid notebook JSON: Expecting ',' delimiter (line 4, column 3)\n")
+    assert out.startswith("broken.ipynb:4:3: OPX001 error invalid notebook JSON: Expecting ',' delimiter (line 4, column 3)\n")
     assert '4 |   {"cell_type": "code"}\n  |   ^ OPX001\n' in out
 
 

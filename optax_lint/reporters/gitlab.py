@@ -12,7 +12,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding, Severity
+from ..diagnostics import Finding, Severity, Span
 from ..fingerprints import finding_keys
 
 if TYPE_CHECKING:
@@ -31,10 +31,17 @@ def report_path(path: str) -> str:
 
 def issue(finding: Finding, fingerprint: str) -> dict:
     s = finding.span
+    if finding.cell is not None:
+        # A notebook cell's lines are not lines of the .ipynb file: point at the file's
+        # first line and say where in the notebook.
+        where = f"cell {finding.cell}, line {s.line}: "
+        s = Span(1, 1, 1, 1)
+    else:
+        where = ""
     return {
         "type": "issue",
         "check_name": finding.code,
-        "description": f"{finding.code} ({finding.name}): {finding.message}",
+        "description": f"{finding.code} ({finding.name}): {where}{finding.message}",
         "categories": ["Bug Risk"],
         "severity": SEVERITY[finding.severity],
         "fingerprint": fingerprint,

@@ -41,8 +41,11 @@ def render(findings: list[Finding], sources: Mapping[str, str], options: ReportO
         suite = _element(root, "testsuite", name=path, tests=len(items), failures=len(items), errors=0)
         for f in items:
             s = f.span
-            case = _element(suite, "testcase", name=f"{f.code} ({f.name})", classname=path, file=path, line=s.line, column=s.column)
+            # In a notebook, the line counts within the cell: `line` is the .ipynb's first.
+            line = s.line if f.cell is None else 1
+            case = _element(suite, "testcase", name=f"{f.code} ({f.name})", classname=path, file=path, line=line,
+                            column=s.column if f.cell is None else 1)
             failure = _element(case, "failure", message=f.message, type=f.code)
-            failure.text = _clean(f"{path}:{s.line}:{s.column}: {f.code} [{f.severity.value}] {f.message}")
+            failure.text = _clean(f"{f.location}: {f.code} [{f.severity.value}] {f.message}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json as _json
 import os
-import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import quote
 
 from .. import __version__
-from ..catalogue import RuleSpec, load_catalogue
+from ..catalogue import HOMEPAGE, RuleSpec, load_catalogue, rule_doc_url
 from ..diagnostics import Finding, Severity, Span
 from ..fingerprints import finding_keys
 
@@ -25,22 +24,14 @@ if TYPE_CHECKING:
     from . import ReportOptions
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-HOMEPAGE = "https://github.com/your-org/optax-lint"
-RULES_DOC_URL = f"{HOMEPAGE}/blob/main/docs/rules.md"
 FINGERPRINT_NAME = "optaxLint/v1"  # bump the suffix if the key ever changes meaning
 SRCROOT = "%SRCROOT%"
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
-def anchor(spec: RuleSpec) -> str:
-    """The GitHub anchor of the rule's heading `## name (CODE)` in docs/rules.md."""
-    heading = f"{spec.name} ({spec.code})".lower()
-    return re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
-
-
 def help_uri(spec: RuleSpec) -> str:
-    return f"{RULES_DOC_URL}#{anchor(spec)}"
+    return rule_doc_url(spec)
 
 
 def help_markdown(spec: RuleSpec) -> str:
@@ -88,7 +79,7 @@ def region(span: Span) -> dict:
 
 def fixes(finding: Finding) -> list[dict]:
     fix = finding.fix
-    if fix is None or not fix.edits:
+    if fix is None or not fix.edits or finding.cell is not None:  # cell edits are not edits of the .ipynb text
         return []
     replacements = [
         {"deletedRegion": region(edit.span), "insertedContent": {"text": edit.content}} for edit in fix.edits
@@ -102,12 +93,24 @@ def fixes(finding: Finding) -> list[dict]:
     ]
 
 
+def physical_location(path: str, span: Span, cell: Optional[int]) -> dict:
+    """A file and region; in a notebook (lines counted within a cell, not the .ipynb's
+    JSON) the file alone, with the cell and line as properties."""
+    if cell is None:
+        return {"physicalLocation": {"artifactLocation": artifact_location(path), "region": region(span)}}
+    return {
+        "physicalLocation": {"artifactLocation": artifact_location(path)},
+        "properties": {"cell": cell, "cellLine": span.line, "cellColumn": span.column},
+    }
+
+
 def result(finding: Finding, rule_index: Optional[int], fingerprint: str) -> dict:
-    location = {"physicalLocation": {"artifactLocation": artifact_location(finding.path), "region": region(finding.span)}}
+    location = physical_location(finding.path, finding.span, finding.cell)
+    where = f"cell {finding.cell}, line {finding.span.line}: " if finding.cell is not None else ""
     out = {
         "ruleId": finding.code,
         "level": LEVEL[finding.severity],
-        "message": {"text": finding.message},
+        "message": {"text": where + finding.message},
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_NAME: fingerprint},
     }
@@ -116,7 +119,7 @@ def result(finding: Finding, rule_index: Optional[int], fingerprint: str) -> dic
             {
                 "id": n,
                 "message": {"text": rel.message},
-                "physicalLocation": {"artifactLocation": artifact_location(rel.path or finding.path), "region": region(rel.span)},
+                **physical_location(rel.path or finding.path, rel.span, rel.cell),
             }
             for n, rel in enumerate(finding.related, start=1)
         ]
