@@ -145,6 +145,28 @@ def test_code_written_to_fail_is_not_reported() -> None:
     assert [f.span.line for f in lint(src, "check.py", {"OPX305"})] == [10]
 
 
+def test_the_wrong_object_built_before_the_raising_call_is_not_reported() -> None:
+    src = """
+        import unittest
+        import optax
+
+
+        class T(unittest.TestCase):
+            def test_unknown_label(self):
+                tx = optax.multi_transform({"a": optax.sgd(1.0)}, {"w": "a", "b": "adm"})
+                with self.assertRaises(ValueError):
+                    tx.init({"w": 1.0, "b": 2.0})
+                tx = optax.multi_transform({"a": optax.sgd(1.0)}, {"w": "a", "b": "adm"})
+
+            def helper_unknown_label(self):
+                tx = optax.multi_transform({"a": optax.sgd(1.0)}, {"w": "a", "b": "adm"})
+                with self.assertRaises(ValueError):
+                    tx.init({"w": 1.0, "b": 2.0})
+    """
+    # Before the block in a test: silent. After it, or in a function that is not a test: reported.
+    assert [f.span.line for f in lint(src, "check.py", {"OPX111"})] == [11, 14]
+
+
 def test_used_as_optimizer_follows_branches_defaults_and_callers() -> None:
     f = facts(
         """

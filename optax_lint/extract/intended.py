@@ -2,7 +2,10 @@
 
 - Inside `with self.assertRaises(...)`, `assertRaisesRegex`, `pytest.raises(...)`, a
   test calls optax wrongly on purpose (`warmup_cosine_decay_schedule(..., 0)`,
-  `adamw.update` without params): every rule stays silent there.
+  `adamw.update` without params): every rule stays silent there. So does the part of a
+  `test*` function before such a block: the wrong object is often built a line before
+  the call that must raise (`tx = multi_transform(..., bad_labels)` then
+  `with self.assertRaises(ValueError): tx.init(params)`).
 - Under `if hasattr(jax, "device_put_replicated"):` or in a `try:` whose handler catches
   AttributeError / ImportError, code reaches for an API that may be gone, knowingly:
   the API-currency rules (OPX7xx) stay silent there.
@@ -31,6 +34,17 @@ def _expects_error(node: cst.CSTNode) -> bool:
     return any(isinstance(item.item, cst.Call) and _last(item.item.func) in _RAISES for item in node.items)
 
 
+def _enclosing_test(node: cst.CSTNode, parent_stmt: dict):
+    """The `test*` function the statement sits in, or None."""
+    seen = 0
+    while node is not None and seen < 200:  # nesting is bounded; the guard is for cycles
+        if isinstance(node, cst.FunctionDef):
+            return node if node.name.value.startswith("test") else None
+        node = parent_stmt.get(node)
+        seen += 1
+    return None
+
+
 def _version_guard(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.If):
         test = node.test
@@ -57,7 +71,9 @@ def blocks(facts) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         for node in owners:
             if _expects_error(node):
                 span = f.positions.span(node)
-                raising.append((span.line, span.end_line))
+                test = _enclosing_test(node, f.raw.parent_stmt)
+                start = f.positions.span(test).line if test is not None else span.line
+                raising.append((start, span.end_line))  # code after the block is judged as usual
             elif _version_guard(node):
                 body = node.body
                 span = f.positions.span(body)
