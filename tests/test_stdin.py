@@ -73,3 +73,15 @@ def test_diff_and_usage_errors(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "+++ b/train.py" in result.output
     assert run(["-", "a.py"], tmp_path, input=BAD).exit_code == 2
     assert run(["a.py", "--stdin-filename", "x.py"], tmp_path, input=BAD).exit_code == 2
+
+
+def test_a_notebook_on_stdin_is_linted_by_cell_and_fixed_byte_for_byte(tmp_path: Path) -> None:
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "notebooks"
+    data = (fixtures / "colab_train.ipynb").read_bytes()
+    proc = stdin_run(["-", "--stdin-filename", "train.ipynb", "--output-format", "concise"], tmp_path, data)
+    assert proc.returncode == 1
+    assert proc.stdout.decode().startswith("train.ipynb:cell 7:5:5: OPX101 error [*] clip_by_global_norm(1.0)")
+    proc = stdin_run(["-", "--stdin-filename", "train.ipynb", "--fix"], tmp_path, data)
+    assert proc.returncode == 0
+    assert proc.stdout == (fixtures / "colab_train.fixed.ipynb").read_bytes()  # outputs, metadata, layout kept
+    assert list(tmp_path.iterdir()) == []  # nothing written to disk
