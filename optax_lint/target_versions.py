@@ -9,7 +9,6 @@ does not have yet (see the table's `[available]`) is not offered as safe.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import re
 from typing import Mapping, Optional
 
@@ -23,6 +22,8 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=None)
 def installed_version(library: str) -> Optional[str]:
+    import importlib.metadata  # ~30 ms to import: only when a fix is gated on a version
+
     try:
         return importlib.metadata.version(library)
     except (importlib.metadata.PackageNotFoundError, ValueError):

@@ -1918,6 +1918,11 @@ class ParallelFacts:
     def host(self) -> HostInterpreter:
         if self._host is None:
             interp = HostInterpreter(self)
+            if not self.steps and not self._may_replicate():
+                # Crossings need a pmapped call and replicated saves a replicated value
+                # (a replicate call or a pmap output): neither can occur, skip the walk.
+                self._host = interp
+                return interp
             called = self._called_functions()
             roots = [self.raw.module_scope] + [s for s in self.raw.functions.values() if s not in called]
             for scope in roots:
@@ -1927,6 +1932,12 @@ class ParallelFacts:
                     pass
             self._host = interp
         return self._host
+
+    def _may_replicate(self) -> bool:
+        """Whether the text spells any replicating function (an alias or attribute
+        access still spells its last name, or imports it)."""
+        text = self.facts.text or ""
+        return any(name.rsplit(".", 1)[-1] in text for name in REPLICATE)
 
     def _called_functions(self) -> set:
         """Local functions called by name somewhere in the file: the host interpreter
