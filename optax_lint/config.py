@@ -92,9 +92,18 @@ class Settings:
     catalogue: dict[str, RuleSpec] = field(default_factory=dict, repr=False, compare=False)
 
     def enabled_codes(self) -> set[str]:
-        """(select | extend_select) - ignore, each pattern a code, a prefix or ALL."""
-        chosen = _match(self.select, self.catalogue) | _match(self.extend_select, self.catalogue)
-        return chosen - _match(self.ignore, self.catalogue)
+        """(select | extend_select) - ignore, each pattern a code, a prefix or ALL.
+
+        Asked once per linted file: the answer is kept for as long as the three
+        selections are unchanged (matching ~80 patterns against ~80 codes per file
+        otherwise costs seconds on a large tree)."""
+        key = (tuple(self.select), tuple(self.extend_select), tuple(self.ignore), len(self.catalogue))
+        memo = self.__dict__.get("_enabled_memo")
+        if memo is None or memo[0] != key:
+            chosen = _match(self.select, self.catalogue) | _match(self.extend_select, self.catalogue)
+            memo = (key, frozenset(chosen - _match(self.ignore, self.catalogue)))
+            self.__dict__["_enabled_memo"] = memo
+        return set(memo[1])
 
     def codes_for_path(self, path: Path) -> set[str]:
         codes = self.enabled_codes()
@@ -127,7 +136,11 @@ def _match(patterns: list[str], catalogue: dict[str, RuleSpec]) -> set[str]:
     """Codes matching already-validated patterns."""
     if "ALL" in patterns:
         return set(catalogue)
-    return {code for code in catalogue if any(code.startswith(p) for p in patterns if p)}
+    exact = {p for p in patterns if p in catalogue}
+    prefixes = tuple(p for p in patterns if p and p not in catalogue)
+    if not prefixes:
+        return exact
+    return exact | {code for code in catalogue if code.startswith(prefixes)}
 
 
 def resolve_codes(patterns: list[str], catalogue: dict, *, where: str) -> set[str]:
