@@ -26,18 +26,30 @@ class ReportOptions:
 
 # Imported after ReportOptions so the format modules can be loaded in any order.
 from . import concise, full, github, json  # noqa: E402
-from . import gitlab, junit, sarif  # noqa: E402  (CI formats)
 
 Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
+
+
+def _on_use(module: str) -> Formatter:
+    """The CI formats (xml.etree, fingerprints, the catalogue's docs) load only when
+    asked for: a pre-commit run never needs them."""
+
+    def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{module}").render(findings, sources, options)
+
+    return render
+
 
 FORMATS: dict[str, Formatter] = {
     "full": full.render,
     "concise": concise.render,
     "json": json.render,
     "github": github.render,
-    "sarif": sarif.render,
-    "gitlab": gitlab.render,
-    "junit": junit.render,
+    "sarif": _on_use("sarif"),
+    "gitlab": _on_use("gitlab"),
+    "junit": _on_use("junit"),
 }
 
 
