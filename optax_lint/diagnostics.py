@@ -127,6 +127,12 @@ class Finding:
         return f"{self.path}:{cell}{self.span.line}:{self.span.column}"
 
     @property
+    def cell_note(self) -> str:
+        """`cell N, line L: ` before the message where a format can only point at the
+        .ipynb file (the span counts lines within the cell); empty outside notebooks."""
+        return f"cell {self.cell}, line {self.span.line}: " if self.cell is not None else ""
+
+    @property
     def source_key(self) -> str:
         """The key of the text its code frame is drawn from (a notebook cell's own text)."""
         return self.path if self.cell is None else f"{self.path}:cell {self.cell}"

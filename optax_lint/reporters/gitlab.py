@@ -30,18 +30,12 @@ def report_path(path: str) -> str:
 
 
 def issue(finding: Finding, fingerprint: str) -> dict:
-    s = finding.span
-    if finding.cell is not None:
-        # A notebook cell's lines are not lines of the .ipynb file: point at the file's
-        # first line and say where in the notebook.
-        where = f"cell {finding.cell}, line {s.line}: "
-        s = Span(1, 1, 1, 1)
-    else:
-        where = ""
+    # A notebook cell's lines are not lines of the .ipynb file: point at its first line.
+    s = finding.span if finding.cell is None else Span(1, 1, 1, 1)
     return {
         "type": "issue",
         "check_name": finding.code,
-        "description": f"{finding.code} ({finding.name}): {where}{finding.message}",
+        "description": f"{finding.code} ({finding.name}): {finding.cell_note}{finding.message}",
         "categories": ["Bug Risk"],
         "severity": SEVERITY[finding.severity],
         "fingerprint": fingerprint,

@@ -106,11 +106,10 @@ def physical_location(path: str, span: Span, cell: Optional[int]) -> dict:
 
 def result(finding: Finding, rule_index: Optional[int], fingerprint: str) -> dict:
     location = physical_location(finding.path, finding.span, finding.cell)
-    where = f"cell {finding.cell}, line {finding.span.line}: " if finding.cell is not None else ""
     out = {
         "ruleId": finding.code,
         "level": LEVEL[finding.severity],
-        "message": {"text": where + finding.message},
+        "message": {"text": finding.cell_note + finding.message},
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_NAME: fingerprint},
     }
