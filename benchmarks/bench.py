@@ -6,7 +6,7 @@
 Passes over the same file list, interleaved (the order rotates every repetition,
 so drift and warm-up effects fall on every pass alike):
   floor  read + libcst.parse_module of every file
-  lint   optax_lint.api.lint_paths(paths)
+  lint   optax_lint.run.api.lint_paths(paths)
   ast    read + ast.parse, for scale
   cli    `python -m optax_lint --exit-zero --quiet CORPUS` in a subprocess, end to end
          (start-up, imports, discovery, its own worker processes, reporting); only in
@@ -82,13 +82,13 @@ def ast_pass(paths: list[str]) -> None:
 def load_api() -> Any:
     """Import the linter's in-process API, or exit with a message that says what is missing."""
     try:
-        import optax_lint.api as api
+        import optax_lint.run.api as api
     except Exception as e:  # ImportError, or the package failing part-way through its imports
-        sys.exit(f"bench.py: cannot import optax_lint.api ({type(e).__name__}: {e}).\n"
-                 f"The linter's in-process API (optax_lint/api.py with lint_paths(paths)) is needed for the lint "
+        sys.exit(f"bench.py: cannot import optax_lint.run.api ({type(e).__name__}: {e}).\n"
+                 f"The linter's in-process API (optax_lint/run/api.py with lint_paths(paths)) is needed for the lint "
                  f"pass. Run with --floor-only to measure the parse floor alone.")
     if not callable(getattr(api, "lint_paths", None)):
-        sys.exit("bench.py: optax_lint.api has no lint_paths(paths: list[str]) -> list[FileResult]. "
+        sys.exit("bench.py: optax_lint.run.api has no lint_paths(paths: list[str]) -> list[FileResult]. "
                  "Run with --floor-only to measure the parse floor alone.")
     return api
 
@@ -303,7 +303,7 @@ def print_table(report: dict) -> None:
     if report.get("in_process_imported"):
         bad = [m for m, hit in report["in_process_imported"].items() if hit]
         if bad:
-            print(f"WARNING: importing optax_lint.api pulled in {', '.join(bad)}")
+            print(f"WARNING: importing optax_lint.run.api pulled in {', '.join(bad)}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from optax_lint import api  # noqa: E402
-from optax_lint.config import load_settings  # noqa: E402
+from optax_lint.core.config import load_settings  # noqa: E402
+from optax_lint.run import api  # noqa: E402
 
 
 def collect(dirs: list[Path]) -> list[tuple[Path, str]]:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from . import __version__
+from optax_lint import __version__
 
 if TYPE_CHECKING:
-    from .discovery import Discovery
+    from optax_lint.run.discovery import Discovery
 
 # Words users type for a command that is spelled differently (or is an option here).
 _COMMAND_ALIASES = {"help": "optax-lint --help", "version": "optax-lint --version"}
@@ -148,9 +148,9 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
           verify=False, max_file_size=None, fail_level=None, no_cache=False, cache_dir=None, stdin_filename=None,
           diff_against=None, baseline_file=None, update_baseline=False) -> None:
     """Lint PATHS (files or directories; default: the current directory; `-`: stdin)."""
-    from . import api
-    from .config import ConfigError, load_settings
-    from .reporters import ReportOptions, render, use_color
+    from optax_lint.core.config import ConfigError, load_settings
+    from optax_lint.reporters import ReportOptions, render, use_color
+    from optax_lint.run import api
 
     start = Path(paths[0]) if paths else Path.cwd()
     from_stdin = list(paths) == ["-"] or (stdin_filename is not None and not paths)
@@ -176,7 +176,11 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         settings = load_settings(config=config_file, start=start if start.exists() else Path.cwd(), overrides=overrides)
     except ConfigError as exc:
         _fail(str(exc))
-    from .extract.context import ContextError, parse_cli, parse_config_table
+    from optax_lint.facts.context.run_context import (
+        ContextError,
+        parse_cli,
+        parse_config_table,
+    )
 
     try:
         cli_context = parse_cli(context_items)
@@ -198,7 +202,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     known = _load_baseline(baseline_file) if baseline_file is not None and not update_baseline else None
     changes = None
     if diff_against is not None:
-        from .gitdiff import GitError, changes_since, keep_changed
+        from optax_lint.run.gitdiff import GitError, changes_since, keep_changed
 
         try:
             changes = changes_since(diff_against)
@@ -210,7 +214,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     if not no_cache:
         options.cache_dir = cache_dir or _default_cache_dir(settings)
     if show_context:
-        from .context_report import show_context as render_context
+        from optax_lint.context_report import show_context as render_context
 
         click.echo(render_context(found.files, settings, cli_context, options.max_file_bytes), nl=False)
         for problem in found.problems:
@@ -218,7 +222,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         sys.exit(2 if found.problems else 0)
     worker = None
     if verify:
-        from .verify.runner import VerifyUnavailable, Worker
+        from optax_lint.verify.runner import VerifyUnavailable, Worker
 
         try:
             worker = Worker()
@@ -227,7 +231,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         options.verify_worker = worker
         options.jobs = 1  # one worker, one process: jax is imported once per run
     if from_stdin:
-        from .stdin import force_excluded, read_stdin, run_stdin
+        from optax_lint.run.stdin import force_excluded, read_stdin, run_stdin
 
         data = read_stdin(sys.stdin.buffer, options.max_file_bytes)
         if force_excluded(stdin_filename, settings):
@@ -236,17 +240,17 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             sys.exit(0)
         outcome, stdin_output = run_stdin(data, stdin_filename, settings, options)
     else:
-        from .progress import progress_bar
+        from optax_lint.run.progress import progress_bar
 
         with progress_bar(len(found.files)) as options.progress:
             outcome = api.run(found.files, settings, options)
-    from . import engine
+    from optax_lint.core import meta
 
     for problem in found.problems:
         if problem.path in missing:
             continue  # a usage error, reported below, not a finding
         result = api.FileResult(problem.path)
-        result.findings.append(engine.meta_finding(engine.IO_ERROR, problem.path, problem.message))
+        result.findings.append(meta.meta_finding(meta.IO_ERROR, problem.path, problem.message))
         outcome.results.append(result)
 
     _ci_filter(outcome, changes, baseline_file, known, quiet)
@@ -284,7 +288,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
     if text:
         click.echo(text, nl=not text.endswith("\n"), err=to_stderr, color=report.color)  # FORCE_COLOR survives a pipe
     if verify and fmt != "json" and outcome.verification:
-        from .verify.report import render as render_verification
+        from optax_lint.verify.report import render as render_verification
 
         click.echo("\nVerification (chains built under JAX from the extracted spec; your file was not run):")
         click.echo(render_verification(outcome.verification), nl=False)
@@ -298,7 +302,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
 def _discover(paths: tuple[str, ...], settings, from_stdin: bool = False) -> tuple[Discovery, set[str]]:
     """The files under `paths`, and the paths that do not exist (a usage error, exit 2,
     as in ruff). Warns on stderr when nothing to lint was found."""
-    from . import discovery
+    from optax_lint.run import discovery
 
     if from_stdin:
         return discovery.Discovery(), set()
@@ -324,11 +328,11 @@ def _report_missing(missing: set[str]) -> None:
 
 def _report_unfixable(findings) -> int:
     """--diff: files that could not be read or parsed get no diff; say so (stderr)."""
-    from . import engine
-    from .reporters import ReportOptions, use_color
-    from .reporters.concise import header
+    from optax_lint.core import meta
+    from optax_lint.reporters import ReportOptions, use_color
+    from optax_lint.reporters.concise import header
 
-    blocked = [f for f in findings if f.code in (engine.SYNTAX_ERROR, engine.IO_ERROR)]
+    blocked = [f for f in findings if f.code in (meta.SYNTAX_ERROR, meta.IO_ERROR)]
     options = ReportOptions(color=use_color(sys.stderr))
     for finding in blocked:
         click.echo(header(finding, options), err=True)
@@ -340,7 +344,7 @@ def _report_unfixable(findings) -> int:
 
 def _default_cache_dir(settings) -> Path:
     """`.optax_lint_cache` beside the config file, or in the current directory without one."""
-    from .cache import CACHE_DIR_NAME
+    from optax_lint.run.cache import CACHE_DIR_NAME
 
     return (settings.root if settings.config_path is not None else Path.cwd()) / CACHE_DIR_NAME
 
@@ -348,8 +352,8 @@ def _default_cache_dir(settings) -> Path:
 def _early_table_cache(cache_dir: Optional[Path]) -> None:
     """Parsed rule tables from --cache-dir, or from a cache already in the current
     directory (where pre-commit and most runs start), before the config is found."""
-    from .cache import CACHE_DIR_NAME, is_cache_dir
-    from .catalogue import use_table_cache
+    from optax_lint.core.catalogue import use_table_cache
+    from optax_lint.run.cache import CACHE_DIR_NAME, is_cache_dir
 
     guess = cache_dir or Path.cwd() / CACHE_DIR_NAME
     if cache_dir is not None or is_cache_dir(guess):
@@ -362,8 +366,8 @@ def _early_table_cache(cache_dir: Optional[Path]) -> None:
               help="The cache folder to delete (default: the project's .optax_lint_cache).")
 def clean(path: Optional[Path], cache_dir: Optional[Path]) -> None:
     """Delete the result cache of the project holding PATH (default: the current directory)."""
-    from .cache import clean as remove_cache
-    from .config import ConfigError, load_settings
+    from optax_lint.core.config import ConfigError, load_settings
+    from optax_lint.run.cache import clean as remove_cache
 
     if cache_dir is None:
         try:
@@ -380,7 +384,7 @@ def clean(path: Optional[Path], cache_dir: Optional[Path]) -> None:
 
 
 def _load_baseline(path: Path) -> set:
-    from . import baseline
+    from optax_lint.run import baseline
 
     try:
         return baseline.load(path)  # before linting: a wrong path fails fast
@@ -396,7 +400,7 @@ def _ci_filter(outcome, changes, baseline_file: Optional[Path], known: Optional[
             result.findings = [f for f in result.findings if changes.covers(f)]
     if baseline_file is None:
         return
-    from . import baseline
+    from optax_lint.run import baseline
 
     if known is None:
         try:
@@ -423,12 +427,17 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
     """Draw each learning-rate schedule in PATHS (files or directories; default: .),
     sampled with real optax from the extracted arguments; your files are never run.
     Needs optax-lint[verify] (jax and optax)."""
-    from . import api
-    from .config import ConfigError, load_settings
-    from .reporters import ReportOptions, use_color
-    from .reporters.concise import header
-    from .verify.plot import plot_text, png_unavailable, render_chart, write_png
-    from .verify.runner import VerifyUnavailable, Worker, check_available
+    from optax_lint.core.config import ConfigError, load_settings
+    from optax_lint.reporters import ReportOptions, use_color
+    from optax_lint.reporters.concise import header
+    from optax_lint.run import api
+    from optax_lint.verify.plot import (
+        plot_text,
+        png_unavailable,
+        render_chart,
+        write_png,
+    )
+    from optax_lint.verify.runner import VerifyUnavailable, Worker, check_available
 
     try:
         check_available("`optax-lint schedule` (it samples each schedule with real optax)")
@@ -443,7 +452,7 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
     except ConfigError as exc:
         _fail(str(exc))
     found, missing = _discover(paths, settings)
-    from .engine import IO_ERROR, meta_finding
+    from optax_lint.core.meta import IO_ERROR, meta_finding
 
     broken = [meta_finding(IO_ERROR, p.path, p.message) for p in found.problems if p.path not in missing]
     shown = ReportOptions(color=use_color(sys.stdout))
@@ -490,7 +499,7 @@ def _context_steps(text: str, path: str) -> Optional[int]:
     try:
         import libcst as cst
 
-        from .extract.facts import ModuleFacts
+        from optax_lint.facts.module import ModuleFacts
 
         value = ModuleFacts(cst.parse_module(text), path, text=text).run_context.value("steps")
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -519,11 +528,10 @@ def _context_steps(text: str, path: str) -> Optional[int]:
               help="Take the run context from a training script and compare its chain with the recommendation.")
 def recommend(output: Optional[Path], **values) -> None:
     """Recommend an optimizer chain, schedule and gradient processing (the decision protocol run forwards)."""
-    from .recommend.command import Options, run
-    from .recommend.request import RequestError
-    from .verify.runner import VerifyUnavailable
-
-    from .config import ConfigError, load_settings
+    from optax_lint.core.config import ConfigError, load_settings
+    from optax_lint.recommend.command import Options, run
+    from optax_lint.recommend.request import RequestError
+    from optax_lint.verify.runner import VerifyUnavailable
 
     start = values["from_path"] if values["from_path"] is not None and values["from_path"].exists() else Path.cwd()
     try:
@@ -551,7 +559,7 @@ def recommend(output: Optional[Path], **values) -> None:
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", help="text (the documentation as Markdown) or json.")
 def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
     """Explain a rule (by code or name), or list them all with --all."""
-    from .catalogue import load_catalogue
+    from optax_lint.core.catalogue import load_catalogue
 
     catalogue = load_catalogue()
     if show_all:
@@ -578,7 +586,7 @@ def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
 def server() -> None:
     """Run the Language Server over stdio, for editors (needs optax-lint[lsp])."""
     try:
-        from .lsp import run
+        from optax_lint.lsp import run
     except ImportError as exc:
         _fail(f"`optax-lint server` needs pygls ({exc}); install it with: pip install 'optax-lint[lsp]'")
     run()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .extract.context import FIELDS, ContextValue, RunContext
+from optax_lint.facts.context.run_context import FIELDS, ContextValue, RunContext
 
 _FIELD_W = 18
 _VALUE_W = 14
@@ -34,8 +34,8 @@ def _row(field: str, value: str, source: str, confidence: str, detail: str) -> s
 
 
 def render_context(path: str, context: RunContext, facts, codes: set[str], catalogue: dict) -> str:
-    from .extract.context_infer import not_analysable
-    from .extract.project_config import line_of
+    from optax_lint.facts.context.infer import not_analysable
+    from optax_lint.facts.project.config import line_of
 
     lines = [path]
     for field in FIELDS:
@@ -59,7 +59,7 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     if skipped:
         lines.append("  skipped for want of context:")
         lines.extend(skipped)
-    from .extract.file_role import protocol_silenced
+    from optax_lint.facts.file_role import protocol_silenced
 
     silenced = sorted(c for c in codes if protocol_silenced(c, facts))
     if silenced:
@@ -79,11 +79,11 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
 def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_bytes: int = 8 * 1024 * 1024) -> str:
     import libcst as cst
 
-    from .api import display_path
-    from .catalogue import load_catalogue
-    from .extract.context import declared_for
-    from .extract.facts import ModuleFacts
-    from .source import SourceError, read_source
+    from optax_lint.core.catalogue import load_catalogue
+    from optax_lint.core.source import SourceError, read_source
+    from optax_lint.facts.context.run_context import declared_for
+    from optax_lint.facts.module import ModuleFacts
+    from optax_lint.run.api import display_path
 
     catalogue = load_catalogue()
     out = []
@@ -91,7 +91,7 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
         shown = display_path(path)
         notebook = path.suffix.lower() == ".ipynb"
         if notebook:
-            from .notebook import SIZE_FACTOR, cell_locations, notebook_text
+            from optax_lint.notebook import SIZE_FACTOR, cell_locations, notebook_text
         try:
             source = read_source(path, max_bytes=max_bytes * (SIZE_FACTOR if notebook else 1))
         except SourceError as exc:

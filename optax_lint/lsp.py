@@ -19,9 +19,10 @@ from lsprotocol import types as lsp
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from . import __version__, engine
-from .catalogue import RULES_DOC_URL, load_catalogue, rule_doc_url
-from .diagnostics import Applicability, Finding, Severity, Span
+from optax_lint import __version__
+from optax_lint.core.catalogue import RULES_DOC_URL, load_catalogue, rule_doc_url
+from optax_lint.core.diagnostics import Applicability, Finding, Severity, Span
+from optax_lint.engine import lint as engine
 
 # Where docs/rules.md is published; a client may pass {"docsUrl": ...} as
 # initializationOptions to point codeDescription links at its own copy.
@@ -72,7 +73,12 @@ class DocumentLinter:
         self.config_error: Optional[str] = None
 
     def _settings(self, path: Path):
-        from .config import ConfigError, Settings, _default_rule_options, load_settings
+        from optax_lint.core.config import (
+            ConfigError,
+            Settings,
+            _default_rule_options,
+            load_settings,
+        )
 
         start = path.parent if path.parent.is_dir() else Path.cwd()
         try:
@@ -85,9 +91,8 @@ class DocumentLinter:
             return Settings(start, None, default, rule_options=_default_rule_options(catalogue), catalogue=catalogue)
 
     def _setup(self, uri: str, default_name: str):
-        from .api import RunOptions, _declared_context
-
-        from .discovery import is_excluded
+        from optax_lint.run.api import RunOptions, _declared_context
+        from optax_lint.run.discovery import is_excluded
 
         path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)
@@ -109,14 +114,14 @@ class DocumentLinter:
     def lint_notebook(self, uri: str, cells: list[tuple[int, str]]) -> list[Finding]:
         """Findings for a notebook's code cells, given as (cell number, text), each
         carrying its cell; fix edits that a notebook must refuse are dropped."""
-        from .notebook import cell_findings
+        from optax_lint.notebook import cell_findings
 
         shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
         return cell_findings(cells, shown, codes, rule_options, common)
 
     def fix_notebook(self, uri: str, cells: list[tuple[int, str]]) -> dict[int, str]:
         """{cell number: fixed text} for the cells the safe fixes change."""
-        from .notebook import fix_cells
+        from optax_lint.notebook import fix_cells
 
         shown, codes, rule_options, common = self._setup(uri, "untitled.ipynb")
         return fix_cells(cells, shown, codes, rule_options, common)

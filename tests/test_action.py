@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_ci_formats import validator
 from test_cli import BAD, GOOD
 

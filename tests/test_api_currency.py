@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from optax_lint import engine
-from optax_lint.diagnostics import Severity
+from optax_lint.core.diagnostics import Severity
+from optax_lint.engine import lint as engine
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE_PATH = REPO / "rules" / "api_currency.toml"
@@ -602,7 +602,7 @@ def test_lint_path_imports_no_library() -> None:
     fixtures = sorted(str(p) for p in (REPO / "fixtures").glob("OPX70*/bad_*.py") if not p.name.endswith(".fixed.py"))
     code = (
         "import sys\n"
-        "from optax_lint import engine\n"
+        "from optax_lint.engine import lint as engine\n"
         f"for path in {fixtures!r}:\n"
         "    run = engine.lint_text(open(path).read(), path, {'OPX701', 'OPX702', 'OPX703', 'OPX704'})\n"
         "    assert run.findings and run.internal_errors == 0, path\n"

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from test_cli import BAD, run
 
 NEW_MISTAKE = "tx_new = optax.chain(optax.adamw(1e-3), optax.clip_by_global_norm(1.0))\n"

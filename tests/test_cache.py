@@ -1,4 +1,4 @@
-"""The result cache (optax_lint/cache.py): same findings as without it, whatever happened
+"""The result cache (optax_lint/run/cache.py): same findings as without it, whatever happened
 to the files, the files they read, or the cache itself."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import __version__, api, cache
+from optax_lint import __version__
 from optax_lint.cli import main
-from optax_lint.config import load_settings
+from optax_lint.core.config import load_settings
+from optax_lint.run import api, cache
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = Path(__file__).resolve().parents[1]

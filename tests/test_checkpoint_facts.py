@@ -1,4 +1,4 @@
-"""Extraction tests for optax_lint/extract/checkpoints.py (save/restore sites, payloads,
+"""Extraction tests for optax_lint/facts/checkpoints/sites.py (save/restore sites, payloads,
 restore targets, legacy forms, data flow) and a few rule-level near-misses."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import textwrap
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.extract.checkpoints import Flow, checkpoint_facts
-from optax_lint.extract.facts import ModuleFacts
+from optax_lint.engine import lint as engine
+from optax_lint.facts.checkpoints.sites import Flow, checkpoint_facts
+from optax_lint.facts.module import ModuleFacts
 
 HEADER = """\
 import os

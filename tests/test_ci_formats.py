@@ -15,13 +15,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from optax_lint.catalogue import load_catalogue
-from optax_lint.config import OUTPUT_FORMATS
-from optax_lint.diagnostics import FileResult, Finding, Severity, Span
-from optax_lint.reporters import FORMATS, ReportOptions, render
-
 from test_cli import BAD, GOOD, UNSAFE_ONLY, run
+
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.core.config import OUTPUT_FORMATS
+from optax_lint.core.diagnostics import FileResult, Finding, Severity, Span
+from optax_lint.reporters import FORMATS, ReportOptions, render
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -243,7 +242,7 @@ def test_doc_links_point_where_pyproject_says_the_project_lives() -> None:
     import tomllib
 
     from optax_lint import lsp
-    from optax_lint.catalogue import HOMEPAGE, RULES_DOC_URL, load_catalogue
+    from optax_lint.core.catalogue import HOMEPAGE, RULES_DOC_URL, load_catalogue
     from optax_lint.reporters.sarif import help_uri
 
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
@@ -287,7 +286,7 @@ def test_notebook_fingerprint_is_keyed_on_the_cell_line(tmp_path: Path) -> None:
     after = json.loads(output(_notebook_project(tmp_path / "b", "import optax\nimport jax\n\nSEED = 0\n"), "sarif", "--no-cache"))
     [one], [two] = before["runs"][0]["results"], after["runs"][0]["results"]
     assert one["partialFingerprints"] == two["partialFingerprints"]
-    from optax_lint.fingerprints import finding_keys
+    from optax_lint.core.fingerprints import finding_keys
 
     finding = Finding("OPX101", "clip-after-optimizer", Severity.ERROR, "m", "t.ipynb", Span(1, 45, 1, 70), cell=2)
     [(_, key)] = finding_keys([finding], {"t.ipynb": "{\n  \"cells\": []\n}\n", "t.ipynb:cell 2": "tx = optax.chain(a, b)\n"})

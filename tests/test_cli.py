@@ -220,7 +220,7 @@ def test_rule_command(project: Path) -> None:
         assert section in result.output
     assert run(["rule", "clip-after-optimizer"], project).output == result.output
     listing = json.loads(run(["rule", "--all", "--output-format", "json"], project).output)
-    from optax_lint.catalogue import load_catalogue
+    from optax_lint.core.catalogue import load_catalogue
 
     assert [r["code"] for r in listing] == list(load_catalogue())
     bad = run(["rule", "OPX999"], project)

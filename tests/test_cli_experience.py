@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from optax_lint import __version__
-from optax_lint.catalogue import load_catalogue
 from optax_lint.cli import main
+from optax_lint.core.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 ERROR_FILE = textwrap.dedent(

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint.catalogue import RuleOption, RuleSpec
-from optax_lint.config import (
-    ConfigError,
+from optax_lint.core.catalogue import RuleOption, RuleSpec
+from optax_lint.core.config import (
     MAX_DEPTH,
+    ConfigError,
     find_config,
     glob_matches,
     load_settings,
     resolve_codes,
 )
-from optax_lint.diagnostics import Severity
+from optax_lint.core.diagnostics import Severity
 
 
 def _spec(code: str, name: str, *, enabled: bool = True, options: tuple[RuleOption, ...] = ()) -> RuleSpec:

@@ -16,11 +16,10 @@ import libcst as cst
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import api, engine
 from optax_lint.cli import main
-from optax_lint.config import load_settings
-from optax_lint.extract import project_config
-from optax_lint.extract.context import (
+from optax_lint.core.config import load_settings
+from optax_lint.engine import lint as engine
+from optax_lint.facts.context.run_context import (
     ContextError,
     ContextValue,
     RunContext,
@@ -30,7 +29,9 @@ from optax_lint.extract.context import (
     parse_pragmas,
     parse_value,
 )
-from optax_lint.extract.facts import ModuleFacts
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.project import config as project_config
+from optax_lint.run import api
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "fixtures" / "projects" / "lm1b"
@@ -576,10 +577,10 @@ def test_reads_are_cached_per_run_and_cleared(tmp_path):
 
 
 def _check_all(f: ModuleFacts, codes) -> None:
-    from optax_lint.catalogue import load_catalogue
-    from optax_lint.positions import Positions
+    from optax_lint.core.catalogue import load_catalogue
     from optax_lint.rules import REGISTRY
     from optax_lint.rules.base import Context
+    from optax_lint.syntax.positions import Positions
 
     for code in sorted(codes):
         REGISTRY[code]().check(Context(f, load_catalogue()[code], {}, Positions(f.module)))
@@ -605,7 +606,7 @@ def test_context_is_lazy_on_the_lint_path(tmp_path):
 
 
 def test_not_analysable_chains_are_listed():
-    from optax_lint.extract.context_infer import not_analysable
+    from optax_lint.facts.context.infer import not_analysable
 
     f = facts_of("import optax\nimport operator\ntx = getattr(optax, config.optimizer)(1e-3)\nt2 = operator.attrgetter(name)(optax)(1e-3)\nok = getattr(optax, 'adam')(1e-3)\n")
     texts = [text for _, text in not_analysable(f)]
@@ -620,7 +621,7 @@ def test_opx201_hand_clipping_counts_only_on_gradients():
         "class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(2)(x)\n\nmodel = M()\n"
         "tx = optax.adamw(3e-4)\n"
     )
-    from optax_lint.engine import lint_text
+    from optax_lint.engine.lint import lint_text
 
     def codes(src):
         return [f.code for f in lint_text(src, "t.py", {"OPX201"}).findings]

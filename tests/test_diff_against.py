@@ -9,11 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from optax_lint.diagnostics import Finding, Severity, Span
-from optax_lint.gitdiff import Changes, parse_diff
-
 from test_cli import BAD, GOOD, run
+
+from optax_lint.core.diagnostics import Finding, Severity, Span
+from optax_lint.run.gitdiff import Changes, parse_diff
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 MISTAKE = "tx2 = optax.chain(optax.adamw(1e-3), optax.clip_by_global_norm(1.0))\n"

@@ -1,4 +1,4 @@
-"""optax_lint.gitignore and optax_lint.discovery: git-faithful ignores, ruff-like walking."""
+"""optax_lint.core.gitignore and optax_lint.run.discovery: git-faithful ignores, ruff-like walking."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint import discovery as discovery_module
-from optax_lint.discovery import DEFAULT_EXCLUDE, Problem, discover, is_excluded
-from optax_lint.gitignore import IgnoreFile, IgnoreRules, Pattern, find_repo_root, glob_to_regex
+from optax_lint.core.gitignore import (
+    IgnoreFile,
+    IgnoreRules,
+    Pattern,
+    find_repo_root,
+    glob_to_regex,
+)
+from optax_lint.run import discovery as discovery_module
+from optax_lint.run.discovery import DEFAULT_EXCLUDE, Problem, discover, is_excluded
 
 
 def make(root: Path, *files: str, content: str = "x = 1\n") -> Path:

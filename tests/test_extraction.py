@@ -17,10 +17,10 @@ from typing import Optional
 import libcst as cst
 import pytest
 
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.pipelines import Pipeline, Step, TxNode
-from optax_lint.extract.values import Unknown, sign_of, value_of
-from optax_lint.extract.walker import Scope, collect, walk
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.pipelines.build import Pipeline, Step, TxNode
+from optax_lint.syntax.values import Unknown, sign_of, value_of
+from optax_lint.syntax.walker import Scope, collect, walk
 
 # ---------------------------------------------------------------------------
 # Helpers

@@ -16,8 +16,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.catalogue import load_catalogue
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.engine import lint as engine
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("OPX*/*.py") if not p.name.endswith(".fixed.py"))

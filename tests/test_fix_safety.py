@@ -23,10 +23,11 @@ import libcst as cst
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import api, engine
-from optax_lint.catalogue import load_catalogue
 from optax_lint.cli import main
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.engine import lint as engine
 from optax_lint.rules import REGISTRY
+from optax_lint.run import api
 from tests.test_source import _leftovers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def test_every_fixture_fix_is_the_same_under_crlf_and_cr(newline) -> None:
         source = fixed.with_name(fixed.name.replace(".fixed.py", ".py"))
         text = source.read_text(encoding="utf-8").replace("\n", newline)
         run = engine.fix_text(text, str(source), {source.parent.name}, unsafe=True)
-        from optax_lint.source import SourceFile, encode_text
+        from optax_lint.core.source import SourceFile, encode_text
 
         src = SourceFile(source, text, "utf-8", False, newline, 0o644, "")
         assert encode_text(src, run.text).decode() == fixed.read_text(encoding="utf-8").replace("\n", newline), source.name

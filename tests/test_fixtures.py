@@ -20,8 +20,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.catalogue import load_catalogue
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.engine import lint as engine
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -100,7 +100,7 @@ def test_fixture_fix(fixture: Path) -> None:
 
 
 def test_every_rule_has_fixtures_and_docs() -> None:
-    from optax_lint.catalogue import DOC_SECTIONS
+    from optax_lint.core.catalogue import DOC_SECTIONS
     from optax_lint.rules import REGISTRY
 
     catalogue = load_catalogue()

@@ -32,9 +32,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optax_lint import engine
-from optax_lint.catalogue import load_catalogue
 from optax_lint.cli import main
+from optax_lint.core import meta
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.engine import lint as engine
 from optax_lint.rules import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,10 +87,10 @@ def check_findings(text: str, findings) -> None:
     for f in findings:
         assert f.span.line >= 1 and f.span.column >= 1, (f.code, f.span, f.message)
         assert f.span.line <= n_lines + 1, (f.code, f.span, n_lines)
-        if f.code == engine.INTERNAL_ERROR:
+        if f.code == meta.INTERNAL_ERROR:
             assert _allowed_internal(f), f.message
     if not cpython_parses(text) and not libcst_parses(text):
-        assert [f.code for f in findings] == [engine.SYNTAX_ERROR], [(f.code, f.message) for f in findings]
+        assert [f.code for f in findings] == [meta.SYNTAX_ERROR], [(f.code, f.message) for f in findings]
 
 
 def lint_and_check(text: str, path: str = "fuzz.py"):

@@ -34,8 +34,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import api, discovery, engine
 from optax_lint.cli import main
+from optax_lint.engine import lint as engine
+from optax_lint.run import api, discovery
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_CHAIN = "tx = optax.chain(optax.adamw(1e-3), optax.clip_by_global_norm(1.0))\n"
@@ -506,7 +507,7 @@ def test_internal_error_with_process_pool(tree: Path, monkeypatch) -> None:
 
 
 def test_internal_error_in_the_shared_extraction_is_reported(tree: Path, monkeypatch) -> None:
-    from optax_lint.extract import facts
+    from optax_lint.facts import module as facts
 
     def broken(module):
         raise ValueError("walker failure")

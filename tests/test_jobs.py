@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optax_lint import api, progress
 from optax_lint.cli import main
-from optax_lint.config import load_settings
+from optax_lint.core.config import load_settings
+from optax_lint.run import api, progress
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

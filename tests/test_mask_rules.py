@@ -12,10 +12,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.extract import mask_expr as mx
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.masks import mask_sites
+from optax_lint.engine import lint as engine
+from optax_lint.facts.masks import expr as mx
+from optax_lint.facts.masks.extract import mask_sites
+from optax_lint.facts.module import ModuleFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_model_in_an_imported_project_module_counts_for_scanned_layers(tmp_path:
     (tmp_path / "train.py").write_text(textwrap.dedent(train))  # project reads start from a file on disk
     assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == [(5, "OPX110")]
     (tmp_path / "models.py").write_text("import flax.linen as nn\n")
-    from optax_lint.extract.project_config import clear_cache
+    from optax_lint.facts.project.config import clear_cache
 
     clear_cache()
     assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == []
@@ -149,7 +149,7 @@ def test_opx104_leaves_a_negative_alias_rate_to_opx113() -> None:
 def test_lint_path_imports_no_jax() -> None:
     fixture = ROOT / "fixtures" / "OPX109" / "bad_hf_glue_multi_optimizer.py"
     code = (
-        "import sys; from optax_lint import engine; "
+        "import sys; from optax_lint.engine import lint as engine; "
         f"engine.lint_text(open({str(fixture)!r}).read(), 'x.py', {{'OPX108','OPX109','OPX110','OPX111','OPX112','OPX113'}}); "
         "print(sorted(m for m in ('jax', 'optax', 'flax') if m in sys.modules))"
     )

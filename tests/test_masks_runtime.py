@@ -20,10 +20,10 @@ flax = pytest.importorskip("flax")
 import jax.numpy as jnp  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
-from optax_lint.extract import mask_expr as mx  # noqa: E402
-from optax_lint.extract.facts import ModuleFacts  # noqa: E402
-from optax_lint.extract.masks import mask_sites  # noqa: E402
-from optax_lint.extract.param_tree import model_tree, stacked_layers  # noqa: E402
+from optax_lint.facts.masks import expr as mx  # noqa: E402
+from optax_lint.facts.masks.extract import mask_sites  # noqa: E402
+from optax_lint.facts.masks.param_tree import model_tree, stacked_layers  # noqa: E402
+from optax_lint.facts.module import ModuleFacts  # noqa: E402
 
 LINEN_MODEL = textwrap.dedent(
     '''

@@ -12,13 +12,13 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from optax_lint import api
-from optax_lint.config import load_settings
-from optax_lint.discovery import discover
+from optax_lint.core.config import load_settings
 from optax_lint.notebook import format as nbformat_
 from optax_lint.notebook import notebook_text
 from optax_lint.notebook.layout import Layout
 from optax_lint.notebook.magics import cell_code
+from optax_lint.run import api
+from optax_lint.run.discovery import discover
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "notebooks"
@@ -344,7 +344,8 @@ def test_show_context_spells_cell_locations(tmp_path: Path) -> None:
 
 # --- the layout follows edits (property) ---------------------------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 _LINES = ["import optax\n", "x = 1\n", "%matplotlib inline\n", "!pip install optax\n", "y = !ls\n", "optax.adamw?\n",
           "\n", "if x:\n    !echo\n", "z = (1,\n     %2)\n", "# note\n", "%%time\n", "%%bash\n", "def f(:\n"]
@@ -403,7 +404,7 @@ def test_nothing_is_inserted_above_a_cell_magic() -> None:
 def test_a_fix_over_a_magic_line_is_refused_and_the_notebook_left_alone(tmp_path: Path, monkeypatch) -> None:
     """A rule whose fix deletes the statement where `!ls` stood: the notebook gate refuses
     it, the finding stays with the reason, and the file is not written."""
-    from optax_lint.diagnostics import Applicability, Finding, Fix, Severity, Span
+    from optax_lint.core.diagnostics import Applicability, Finding, Fix, Severity, Span
     from optax_lint.rules import REGISTRY
 
     class DeletesSecondStatement:
@@ -466,8 +467,8 @@ def test_invalid_json_gets_a_frame_of_the_json_line(tmp_path: Path) -> None:
 def test_fixed_notebook_can_be_returned_instead_of_written(tmp_path: Path) -> None:
     """For callers that output the fixed notebook themselves (stdin): `write = False` and a
     `read` that supplies the file's text."""
+    from optax_lint.core.source import read_source
     from optax_lint.notebook import lint_notebook_file
-    from optax_lint.source import read_source
 
     path = tmp_path / "nb.ipynb"
     before = notebook(["import optax\n", BAD_CHAIN])

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint import engine
-from optax_lint.extract import api_currency as currency_extract
-from optax_lint.extract.file_role import is_test_file, owning_package
+from optax_lint.engine import lint as engine
+from optax_lint.facts import api_currency as currency_extract
+from optax_lint.facts.file_role import is_test_file, owning_package
 from optax_lint.rules.api_currency import import_safe
 
 optax = pytest.importorskip("optax")

@@ -1,4 +1,4 @@
-"""Unit tests of the multi-device facts (optax_lint/extract/parallel.py): mapped steps
+"""Unit tests of the multi-device facts (optax_lint/facts/parallel/steps.py): mapped steps
 and their arguments, collectives, the gradient data-flow inside a step, axis-name
 binding, host-side replication and what crosses into pmapped calls, and the evidence
 for the linear scaling rule. Everything is read from source; nothing is imported."""
@@ -11,9 +11,9 @@ import textwrap
 import libcst as cst
 import pytest
 
-from optax_lint.extract import parallel as par
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.values import Unknown
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.parallel import steps as par
+from optax_lint.syntax.values import Unknown
 
 
 def facts(src: str) -> ModuleFacts:
@@ -549,7 +549,7 @@ def main():
 
 
 def _scaling_codes(options=None, devices_line="", lr_name="LR", lr_expr="LR"):
-    from optax_lint import engine
+    from optax_lint.engine import lint as engine
 
     text = textwrap.dedent(SCALING_SCRIPT.format(devices_line=devices_line, lr_name=lr_name, lr_expr=lr_expr))
     run = engine.lint_text(text, "x.py", {"OPX403", "OPX404"}, options or {})

@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from optax_lint.extract.walker import walk
-from optax_lint.positions import Positions
+from optax_lint.syntax.positions import Positions
+from optax_lint.syntax.walker import walk
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(p for p in (ROOT / "fixtures").glob("OPX1*/*.py") if not p.name.endswith(".fixed.py"))[:12]

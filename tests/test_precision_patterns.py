@@ -7,12 +7,12 @@ import textwrap
 
 import libcst as cst
 
-from optax_lint import engine
-from optax_lint.diagnostics import Finding, Severity, Span
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.file_role import display_path
-from optax_lint.extract.optimizer_use import used_as_optimizer
-from optax_lint.extract.schedule_facts import schedule_facts
+from optax_lint.core.diagnostics import Finding, Severity, Span
+from optax_lint.engine import lint as engine
+from optax_lint.facts.file_role import display_path
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.pipelines.use import used_as_optimizer
+from optax_lint.facts.schedules.analysis import schedule_facts
 
 
 def lint(src: str, path: str, codes) -> list:

@@ -1,4 +1,4 @@
-"""The raw-text prefilter (optax_lint/prefilter.py): every rule family declares its
+"""The raw-text prefilter (optax_lint/engine/prefilter.py): every rule family declares its
 triggers, and a file none of them match is never parsed by libcst."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint import engine, prefilter
-from optax_lint.catalogue import load_catalogue
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.engine import lint as engine
+from optax_lint.engine import prefilter
 from optax_lint.rules import REGISTRY
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -136,7 +136,7 @@ def test_opx204_schedule_peak_matches_optax(expr, horizon):
     """The peak OPX204 reads from a schedule's arguments is the schedule's real maximum."""
     import libcst as cst
 
-    from optax_lint.extract.facts import ModuleFacts
+    from optax_lint.facts.module import ModuleFacts
     from optax_lint.rules.protocol import schedule_peak
 
     source = textwrap.dedent(f"import optax\nschedule = {expr}\n")

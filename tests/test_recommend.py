@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from optax_lint import engine
-from optax_lint.catalogue import load_catalogue, load_table
 from optax_lint.cli import main
-from optax_lint.diagnostics import Severity
+from optax_lint.core.catalogue import load_catalogue, load_table
+from optax_lint.core.diagnostics import Severity
+from optax_lint.engine import lint as engine
 from optax_lint.recommend import advice, codegen, render
 from optax_lint.recommend.decide import decide
 from optax_lint.recommend.request import Request, RequestError, validate
@@ -242,7 +243,7 @@ def test_rule_thresholds_are_read_from_the_protocol_table(code, option) -> None:
 
 
 def test_a_changed_table_value_moves_the_rule_and_the_recommender_together(monkeypatch) -> None:
-    from optax_lint import catalogue
+    from optax_lint.core import catalogue
 
     table = json.loads(json.dumps(load_table("protocol")))
     table["thresholds"]["large_batch"] = 4096

@@ -94,11 +94,12 @@ def test_verify_builds_steps_and_checks_the_schedule(tmp_path: Path) -> None:
 
 
 def test_every_protocol_row_verifies_under_jax() -> None:
+    from test_recommend import CASES
+
     from optax_lint.recommend.decide import decide
     from optax_lint.recommend.request import Request, validate
     from optax_lint.recommend.verify import verify
     from optax_lint.verify.runner import Worker
-    from test_recommend import CASES
 
     extra = [  # both clips, coupled L2 before sgd; adafactor's decay that follows the schedule
         dict(arch="cnn", params=10**7, steps=5000, batch=64, memory_constrained=True, issues=("overfitting", "gradient-noise", "gradient-explosion")),

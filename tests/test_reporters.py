@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from optax_lint.diagnostics import (
+from optax_lint.core.diagnostics import (
     Applicability,
     Edit,
     FileResult,

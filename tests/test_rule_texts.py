@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint.catalogue import load_catalogue
+from optax_lint.core.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = ROOT / "docs" / "protocol.md"

@@ -8,7 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from test_fix_outcomes import PMAP_STEP  # the same data-parallel step, judged through the CLI
+from test_fix_outcomes import (
+    PMAP_STEP,  # the same data-parallel step, judged through the CLI
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Extraction for the schedule rules (optax_lint/extract/schedule_facts.py) and the
+"""Extraction for the schedule rules (optax_lint/facts/schedules/analysis.py) and the
 rules' decisions (OPX301-OPX308) on small snippets, with the run context passed in
 declared form (as `--context` / the pragma would). The lint path never imports optax:
 these tests do not either (tests/test_schedule_rules_runtime.py runs optax)."""
@@ -10,11 +10,11 @@ import textwrap
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.diagnostics import Severity
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.schedule_facts import drive_sites, schedule_facts
-from optax_lint.extract.values import Unknown
+from optax_lint.core.diagnostics import Severity
+from optax_lint.engine import lint as engine
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.schedules.analysis import drive_sites, schedule_facts
+from optax_lint.syntax.values import Unknown
 
 CODES = {f"OPX30{i}" for i in range(1, 9)}
 

@@ -20,8 +20,8 @@ optax = pytest.importorskip("optax")
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from optax_lint.extract.facts import ModuleFacts  # noqa: E402
-from optax_lint.extract.schedule_facts import schedule_facts  # noqa: E402
+from optax_lint.facts.module import ModuleFacts  # noqa: E402
+from optax_lint.facts.schedules.analysis import schedule_facts  # noqa: E402
 
 
 def values(schedule, steps):

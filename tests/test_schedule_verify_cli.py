@@ -164,7 +164,7 @@ def test_join_schedules_with_unknown_boundaries_uses_the_sum_of_the_pieces(tmp_p
     (tmp_path / "join.py").write_text(JOINED.replace("boundaries=[1000]", "boundaries=read_boundaries()"))
     import libcst as cst
 
-    from optax_lint.extract.facts import ModuleFacts
+    from optax_lint.facts.module import ModuleFacts
     from optax_lint.verify.plot import schedule_length, top_level_schedules
 
     text = (tmp_path / "join.py").read_text()

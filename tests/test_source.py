@@ -1,4 +1,4 @@
-"""optax_lint.source: safe reads (encoding, BOM, endings, errors) and atomic writes."""
+"""optax_lint.core.source: safe reads (encoding, BOM, endings, errors) and atomic writes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint.source import (
+from optax_lint.core.source import (
     MAX_FILE_BYTES,
     SourceChanged,
     SourceError,
@@ -403,7 +403,7 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from optax_lint.source import read_source, write_source
+    from optax_lint.core.source import read_source, write_source
 
     path, old, new = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     print("ready", flush=True)

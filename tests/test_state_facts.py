@@ -1,5 +1,5 @@
 """Extraction for the "Updates and state" rules: optimizer-state origins, layouts and
-access sites (optax_lint/extract/state_access.py), and the rules' silence where a value
+access sites (optax_lint/facts/state/access.py), and the rules' silence where a value
 or structure cannot be known."""
 
 from __future__ import annotations
@@ -9,9 +9,14 @@ import textwrap
 import libcst as cst
 import pytest
 
-from optax_lint import engine
-from optax_lint.extract.facts import ModuleFacts
-from optax_lint.extract.state_access import path_expr, path_text, split_state_expr, state_facts
+from optax_lint.engine import lint as engine
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.state.access import (
+    path_expr,
+    path_text,
+    split_state_expr,
+    state_facts,
+)
 
 SEED = """\
 import jax

@@ -22,8 +22,8 @@ import pytest
 from flax import nnx
 from flax.training.train_state import TrainState
 
-from optax_lint import engine
-from optax_lint.catalogue import load_table
+from optax_lint.core.catalogue import load_table
+from optax_lint.engine import lint as engine
 from optax_lint.rules import state as rules
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint.catalogue import load_table
-from optax_lint.config import ConfigError, load_settings
-from optax_lint.target_versions import missing_in_target, target_of, version_tuple
+from optax_lint.core.catalogue import load_table
+from optax_lint.core.config import ConfigError, load_settings
+from optax_lint.core.target_versions import missing_in_target, target_of, version_tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def test_flax_target_gates_only_the_forms_it_lacks(tmp_path: Path) -> None:
 def test_default_target_is_the_installed_release_read_without_importing_it() -> None:
     code = (
         "import sys\n"
-        "from optax_lint.target_versions import target_of, missing_in_target\n"
+        "from optax_lint.core.target_versions import target_of, missing_in_target\n"
         "print(target_of('optax', {}), missing_in_target('optax.tree.norm', {}), 'optax' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -102,7 +102,7 @@ def test_default_target_is_the_installed_release_read_without_importing_it() -> 
 
 
 def test_without_metadata_the_newest_tabled_release_is_the_target(monkeypatch) -> None:
-    from optax_lint import target_versions
+    from optax_lint.core import target_versions
 
     monkeypatch.setattr(target_versions, "installed_version", lambda library: None)
     assert target_of("optax", {}) == load_table("api_currency")["versions"]["optax"]

@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-from optax_lint import engine  # noqa: E402
-from optax_lint.catalogue import load_catalogue  # noqa: E402
-from optax_lint.extract.facts import ModuleFacts  # noqa: E402
+from optax_lint.core.catalogue import load_catalogue  # noqa: E402
+from optax_lint.engine import lint as engine  # noqa: E402
+from optax_lint.facts.module import ModuleFacts  # noqa: E402
 from optax_lint.verify.gate import make_gate  # noqa: E402
 from optax_lint.verify.plot import plot_text, render_chart  # noqa: E402
 from optax_lint.verify.report import verify_text  # noqa: E402
@@ -195,8 +195,8 @@ def test_worker_timeout_is_reported_not_hung(tmp_path: Path) -> None:
 def test_lint_path_does_not_import_jax() -> None:
     code = (
         "import sys\n"
-        "from optax_lint import engine\n"
-        "from optax_lint.catalogue import load_catalogue\n"
+        "from optax_lint.engine import lint as engine\n"
+        "from optax_lint.core.catalogue import load_catalogue\n"
         "engine.lint_text(open(sys.argv[1]).read(), 'x.py', set(load_catalogue()))\n"
         "print(sorted(m for m in ('jax', 'optax', 'jaxlib') if m in sys.modules))\n"
     )

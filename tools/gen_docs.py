@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from optax_lint.catalogue import load_catalogue  # noqa: E402
+from optax_lint.core.catalogue import load_catalogue  # noqa: E402
 
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 

@@ -67,7 +67,7 @@ def load_judged(path: Path = JUDGED) -> dict[tuple[str, int, str], Judged]:
 
 def current_findings(corpus: Path = CORPUS) -> dict[tuple[str, int, str], str]:
     """(file relative to the corpus, line, code) -> message, every rule enabled."""
-    from optax_lint import engine
+    from optax_lint.engine import lint as engine
     from optax_lint.rules import REGISTRY
 
     codes = set(REGISTRY) | {"OPX001"}

@@ -7,6 +7,13 @@ engine over a notebook file (or an editor's cells). Findings carry the cell numb
 and the line within the cell: `nb.ipynb:cell 3:2:5: OPX101 ...`.
 """
 
-from .lint import SIZE_FACTOR, cell_findings, cell_locations, fix_cells, lint_notebook_file, notebook_text
+from optax_lint.notebook.lint import (
+    SIZE_FACTOR,
+    cell_findings,
+    cell_locations,
+    fix_cells,
+    lint_notebook_file,
+    notebook_text,
+)
 
 __all__ = ["SIZE_FACTOR", "cell_findings", "cell_locations", "fix_cells", "lint_notebook_file", "notebook_text"]

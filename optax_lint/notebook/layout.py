@@ -20,8 +20,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .format import RawCell
-from .magics import cell_code, split_lines
+from optax_lint.notebook.format import RawCell
+from optax_lint.notebook.magics import cell_code, split_lines
 
 
 @dataclass

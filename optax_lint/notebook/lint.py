@@ -10,10 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from ..diagnostics import Edit, FileResult, Finding, Span
-from ..source import SourceError, _human_size, encode_text, read_source, write_source
-from .format import NotebookError, RawCell, parse, replace_sources
-from .layout import Layout
+from optax_lint.core.diagnostics import Edit, FileResult, Finding, Span
+from optax_lint.core.source import (
+    SourceError,
+    _human_size,
+    encode_text,
+    read_source,
+    write_source,
+)
+from optax_lint.notebook.format import NotebookError, RawCell, parse, replace_sources
+from optax_lint.notebook.layout import Layout
 
 # Outputs (plots, logs) make notebooks large without adding code: the file may be this
 # many times --max-file-size; the code cells themselves must stay within it.
@@ -41,7 +47,7 @@ def to_cells(findings: list[Finding], layout: Layout, text: str) -> list[Finding
 
 def _gate(layout: Layout, verify_gate):
     """Refuse edits outside one linted cell or over a magic line; then --verify's gate."""
-    from ..engine import _text_edit
+    from optax_lint.engine.lint import _text_edit
 
     def gate(finding, module, new_module):
         old = module.code
@@ -56,7 +62,7 @@ def _gate(layout: Layout, verify_gate):
 
 def _verify(layout: Layout, shown: str, worker) -> list:
     """--verify's reports, located by cell: `nb.ipynb:cell 7:3:6`."""
-    from ..verify.report import verify_text
+    from optax_lint.verify.report import verify_text
 
     reports = verify_text(layout.text, shown, worker)
     for report in reports:
@@ -123,7 +129,7 @@ def cell_locations(text: str, shown: str, report: str) -> str:
 
 def _problems(layout: Layout, shown: str, codes: set[str]) -> list[Finding]:
     """OPX001 for each cell that does not parse on its own (the other cells are linted)."""
-    from ..engine import SYNTAX_ERROR, meta_finding
+    from optax_lint.core.meta import SYNTAX_ERROR, meta_finding
 
     if SYNTAX_ERROR not in codes:
         return []
@@ -141,7 +147,7 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
     """Findings for cells given as (cell number, text), as an editor holds them: each with
     its cell and in-cell positions; fix edits a notebook must refuse (over a magic line,
     across cells) are dropped, so an editor never offers them."""
-    from .. import engine
+    from optax_lint.engine import lint as engine
 
     layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
     run = engine.lint_text(layout.text, shown, codes, rule_options, **common)
@@ -161,7 +167,7 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
 def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> dict[int, str]:
     """The safe fixes applied to cells given as (cell number, text): {cell number: new
     text} for the cells that changed, under the same gate as `--fix` on a file."""
-    from .. import engine
+    from optax_lint.engine import lint as engine
 
     layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
     before = layout.sources(layout.text)
@@ -173,7 +179,9 @@ def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_op
 def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
     """lint_file for a notebook: same options, same result shape, findings per cell. The
     text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
-    from .. import api, engine
+    from optax_lint.core import meta
+    from optax_lint.engine import lint as engine
+    from optax_lint.run import api
 
     result = FileResult(shown)
     try:
@@ -182,8 +190,8 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     except SourceError as exc:
         return api.read_failure(result, exc, codes), None, 0
     except NotebookError as exc:
-        if exc.code in codes or exc.code == engine.IO_ERROR:
-            result.findings.append(engine.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
+        if exc.code in codes or exc.code == meta.IO_ERROR:
+            result.findings.append(meta.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
         result.error = exc.message
         return result, source.text, 0
     if nb.language is not None and nb.language.lower() not in _PYTHON:
@@ -227,5 +235,5 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
             result.fixed = 0
             run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
             result.findings = problems + to_cells(run.findings, original, original.text)
-            result.findings.append(engine.meta_finding(engine.IO_ERROR, shown, f"not fixed: {exc}"))
+            result.findings.append(meta.meta_finding(meta.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol_table import table
-from .decide import Recommendation
-from .fmt import count_text, py_number as _n
+from optax_lint.core.protocol_table import table
+from optax_lint.recommend.decide import Recommendation
+from optax_lint.recommend.fmt import count_text
+from optax_lint.recommend.fmt import py_number as _n
 
 FP32 = 4  # bytes
 

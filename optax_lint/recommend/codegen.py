@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
-from .decide import Recommendation
-from .fmt import arch_phrase, count_text, py_number
+from optax_lint.recommend.decide import Recommendation
+from optax_lint.recommend.fmt import arch_phrase, count_text, py_number
 
 _WHY = {
     "clip": "element-wise clip of each gradient value (the protocol's fix for gradient noise)",

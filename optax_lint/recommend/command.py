@@ -10,9 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import codegen, render
-from .decide import Recommendation, decide
-from .request import Request, RequestError, parse_arch, parse_count, validate
+from optax_lint.recommend import codegen, render
+from optax_lint.recommend.decide import Recommendation, decide
+from optax_lint.recommend.request import (
+    Request,
+    RequestError,
+    parse_arch,
+    parse_count,
+    validate,
+)
 
 
 @dataclass
@@ -55,9 +61,9 @@ def build_request(opts: Options, settings=None):
     if opts.from_path is None:
         values = {k: v for k, v in given.items() if v is not None}
         return validate(Request(**values)), None
-    from ..extract.context import declared_for
-    from ..source import SourceError, read_source
-    from .compare import module_facts, request_from_facts
+    from optax_lint.core.source import SourceError, read_source
+    from optax_lint.facts.context.run_context import declared_for
+    from optax_lint.recommend.compare import module_facts, request_from_facts
 
     try:
         source = read_source(opts.from_path)
@@ -74,8 +80,13 @@ def build_request(opts: Options, settings=None):
 
 def from_comparison(rec: Recommendation, facts, path: str) -> tuple[list[str], list[dict]]:
     """(text lines, JSON data): each optimizer of the script against the recommendation."""
-    from ..positions import Positions
-    from .compare import comparison, full_optimizers, module_facts, side
+    from optax_lint.recommend.compare import (
+        comparison,
+        full_optimizers,
+        module_facts,
+        side,
+    )
+    from optax_lint.syntax.positions import Positions
 
     generated = module_facts(codegen.module(rec), "recommended.py")
     recommended = side(generated, full_optimizers(generated)[0], "recommended")
@@ -96,15 +107,15 @@ def run(opts: Options, settings=None) -> tuple[str, int]:
     """(output text, exit code). RequestError and VerifyUnavailable propagate to the CLI."""
     request, facts = build_request(opts, settings)
     if settings is not None:
-        from .decide import settings_overrides
+        from optax_lint.recommend.decide import settings_overrides
 
         rec = decide(request, *settings_overrides(settings))
     else:
         rec = decide(request)
     verification = None
     if opts.verify:
-        from ..verify.runner import Worker
-        from .verify import verify
+        from optax_lint.recommend.verify import verify
+        from optax_lint.verify.runner import Worker
 
         with Worker() as worker:
             verification = verify(rec, worker)

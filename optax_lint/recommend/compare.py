@@ -15,12 +15,12 @@ from typing import Optional
 
 import libcst as cst
 
-from ..extract.facts import ModuleFacts
-from ..extract.pipelines import Pipeline, TxNode
-from ..extract.schedule_facts import schedule_facts
-from ..extract.values import Unknown
-from .fmt import py_number
-from .request import Request, RequestError
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.pipelines.build import Pipeline, TxNode
+from optax_lint.facts.schedules.analysis import schedule_facts
+from optax_lint.recommend.fmt import py_number
+from optax_lint.recommend.request import Request, RequestError
+from optax_lint.syntax.values import Unknown
 
 _INJECT = ("inject_hyperparams", "inject_stateful_hyperparams")
 _DECAY_PARAMS = ("weight_decay", "weight_decay_rate")

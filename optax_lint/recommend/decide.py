@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..protocol_table import suggested_warmup, table, warmup_range
-from .fmt import count_text as _count, py_number as _n
-from .request import Request
+from optax_lint.core.protocol_table import suggested_warmup, table, warmup_range
+from optax_lint.recommend.fmt import count_text as _count
+from optax_lint.recommend.fmt import py_number as _n
+from optax_lint.recommend.request import Request
 
 
 @dataclass(frozen=True)
@@ -300,8 +301,8 @@ def settings_overrides(settings) -> tuple[dict, list[str]]:
     """The protocol table with the rule options the project config sets (OPX205
     max_batch = 4096 moves thresholds.large_batch), and a description of each.
     RequestError when two options of the same threshold disagree."""
-    from ..catalogue import load_catalogue
-    from .request import RequestError
+    from optax_lint.core.catalogue import load_catalogue
+    from optax_lint.recommend.request import RequestError
 
     chosen: dict[str, tuple] = {}
     for code, spec in load_catalogue().items():

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..extract.context import ARCHS, ContextError, parse_value
-from .fmt import count_text
+from optax_lint.facts.context.run_context import ARCHS, ContextError, parse_value
+from optax_lint.recommend.fmt import count_text
 
 ISSUES = ("gradient-explosion", "gradient-noise", "slow-convergence", "overfitting", "unstable-early")
 RECOMMEND_ARCHS = tuple(a for a in ARCHS if a != "unknown")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..verify.report import _checks_for
-from ..verify.spec import NotVerifiable, SpecBuilder
-from . import codegen
-from .compare import full_optimizers, module_facts
-from .decide import Recommendation
-from .fmt import py_number
+from optax_lint.recommend import codegen
+from optax_lint.recommend.compare import full_optimizers, module_facts
+from optax_lint.recommend.decide import Recommendation
+from optax_lint.recommend.fmt import py_number
+from optax_lint.verify.report import _checks_for
+from optax_lint.verify.spec import NotVerifiable, SpecBuilder
 
 REL_TOL = 1e-4  # optax computes in float32
 ABS_TOL = 1e-9

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from ..diagnostics import FileResult, Finding
+from optax_lint.core.diagnostics import FileResult, Finding
 
 
 @dataclass
@@ -25,7 +25,12 @@ class ReportOptions:
 
 
 # Imported after ReportOptions so the format modules can be loaded in any order.
-from . import concise, full, github, json  # noqa: E402
+from optax_lint.reporters import (
+    concise,
+    full,
+    github,
+    json,  # noqa: E402
+)
 
 Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
 

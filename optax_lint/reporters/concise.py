@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding, Severity
+from optax_lint.core.diagnostics import Finding, Severity
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 BOLD = "1"
 RED = "31"
@@ -47,7 +47,9 @@ def header(finding: Finding, options: ReportOptions) -> str:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
-    from .summary import tail  # shared with full; imported late to keep modules acyclic
+    from optax_lint.reporters.summary import (
+        tail,  # shared with full; imported late to keep modules acyclic
+    )
 
     if options.statistics:
         return tail(findings, options)

@@ -6,11 +6,11 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from ..diagnostics import Finding, Span
-from .concise import CYAN, SEVERITY_COLOR, header, paint
+from optax_lint.core.diagnostics import Finding, Span
+from optax_lint.reporters.concise import CYAN, SEVERITY_COLOR, header, paint
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 TAB_SIZE = 4
 CONTEXT = 1  # lines shown above and below the span
@@ -141,7 +141,7 @@ def render_finding(finding: Finding, source: Optional[str], options: ReportOptio
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
-    from .summary import tail
+    from optax_lint.reporters.summary import tail
 
     if options.statistics:
         return tail(findings, options)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding, Severity
+from optax_lint.core.diagnostics import Finding, Severity
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

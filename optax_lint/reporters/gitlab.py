@@ -12,11 +12,11 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding, Severity, Span
-from ..fingerprints import finding_keys
+from optax_lint.core.diagnostics import Finding, Severity, Span
+from optax_lint.core.fingerprints import finding_keys
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 SEVERITY = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
 

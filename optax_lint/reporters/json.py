@@ -5,15 +5,15 @@ from __future__ import annotations
 import json as _json
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding
+from optax_lint.core.diagnostics import Finding
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
     if options.statistics:
-        from .summary import statistics_rows
+        from optax_lint.reporters.summary import statistics_rows
 
         data: list[dict] = statistics_rows(findings, options)
     else:

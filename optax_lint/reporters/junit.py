@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from typing import TYPE_CHECKING, Mapping
 
-from ..diagnostics import Finding
+from optax_lint.core.diagnostics import Finding
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 # Characters XML 1.0 cannot carry even escaped; a hostile file name or message must not
 # make the whole report unparseable.

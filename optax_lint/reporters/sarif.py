@@ -15,13 +15,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import quote
 
-from .. import __version__
-from ..catalogue import HOMEPAGE, RuleSpec, load_catalogue, rule_doc_url
-from ..diagnostics import Finding, Severity, Span
-from ..fingerprints import finding_keys
+from optax_lint import __version__
+from optax_lint.core.catalogue import HOMEPAGE, RuleSpec, load_catalogue, rule_doc_url
+from optax_lint.core.diagnostics import Finding, Severity, Span
+from optax_lint.core.fingerprints import finding_keys
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_NAME = "optaxLint/v1"  # bump the suffix if the key ever changes meaning

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..diagnostics import Applicability, Finding
-from .concise import fix_marker
+from optax_lint.core.diagnostics import Applicability, Finding
+from optax_lint.reporters.concise import fix_marker
 
 if TYPE_CHECKING:
-    from . import ReportOptions
+    from optax_lint.reporters import ReportOptions
 
 
 def _plural(n: int, word: str, suffix: str = "s") -> str:
@@ -53,7 +53,9 @@ def below_fail_level(findings: list[Finding], options: ReportOptions) -> str:
     """`2 info findings do not fail the run (--fail-level warning).`, or ""."""
     if options.fail_level is None:
         return ""
-    from ..config import severity_fails  # late: config loads the catalogue
+    from optax_lint.core.config import (
+        severity_fails,  # late: config loads the catalogue
+    )
 
     below = Counter(f.severity.value for f in findings if not severity_fails(f.severity, options.fail_level))
     if not below:

@@ -5,7 +5,7 @@ family is adding a module."""
 import importlib
 import pkgutil
 
-from .base import REGISTRY, Rule, register  # noqa: F401
+from optax_lint.rules.base import REGISTRY, Rule, register  # noqa: F401
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _module != "base":

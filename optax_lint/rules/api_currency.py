@@ -14,10 +14,10 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from .. import fixes
-from ..catalogue import load_table
-from ..diagnostics import Applicability, Severity
-from ..extract.api_currency import (
+from optax_lint.core.catalogue import load_table
+from optax_lint.core.diagnostics import Applicability, Severity
+from optax_lint.core.target_versions import missing_in_target
+from optax_lint.facts.api_currency import (
     CallRecipe,
     CurrencyTable,
     Entry,
@@ -29,15 +29,15 @@ from ..extract.api_currency import (
     optimizer_origin,
     table_for,
 )
-from ..extract.file_role import belongs_to, owning_package
-from ..extract.names import qualified_name
-from ..extract.walker import Scope
-from ..target_versions import missing_in_target
-from .base import Context, Rule, describe, register
+from optax_lint.facts.file_role import belongs_to, owning_package
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import qualified_name
+from optax_lint.syntax.walker import Scope
 
 
 def TRIGGERS() -> tuple[str, ...]:
-    """Prefilter words (optax_lint/prefilter.py), from the table these rules read: "optax",
+    """Prefilter words (optax_lint/engine/prefilter.py), from the table these rules read: "optax",
     the last part of every other listed path (no reference to `jax.experimental.maps`
     can avoid spelling `maps`), and `Optimizer` for nnx.Optimizer's old call forms."""
     raw = load_table("api_currency")

@@ -11,11 +11,11 @@ from typing import Callable, ClassVar, Iterable, Iterator, Optional
 
 import libcst as cst
 
-from ..catalogue import RuleSpec
-from ..diagnostics import Applicability, Finding, Fix, Related
-from ..extract.facts import ModuleFacts
-from ..fixes import reflowed
-from ..positions import Positions
+from optax_lint.core.catalogue import RuleSpec
+from optax_lint.core.diagnostics import Applicability, Finding, Fix, Related
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.syntax.edits import reflowed
+from optax_lint.syntax.positions import Positions
 
 REGISTRY: dict[str, type["Rule"]] = {}
 

@@ -8,14 +8,14 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract.optimizer_use import used_as_optimizer
-from ..extract.pipelines import Pipeline, Step, TxNode
-from ..extract.values import Unknown
-from .base import Context, Rule, describe, register
-from .weight_decay_masks import negative_alias_lr
+from optax_lint.facts.pipelines.build import Pipeline, Step, TxNode
+from optax_lint.facts.pipelines.use import used_as_optimizer
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.rules.weight_decay_masks import negative_alias_lr
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.values import Unknown
 
-# Prefilter (optax_lint/prefilter.py): chains are optax transforms, so "optax" is spelled.
+# Prefilter (optax_lint/engine/prefilter.py): chains are optax transforms, so "optax" is spelled.
 TRIGGERS = ("optax",)
 
 

@@ -8,8 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract.checkpoints import (
+from optax_lint.facts.checkpoints.sites import (
     OPT_NAMES,
     SAVE_ARGS,
     CheckpointFacts,
@@ -21,11 +20,12 @@ from ..extract.checkpoints import (
     checkpoint_facts,
     orbax_member,
 )
-from ..extract.names import lookup
-from ..extract.walker import Scope
-from .base import Context, Rule, describe, register
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import Scope
 
-# Prefilter (optax_lint/prefilter.py): optimizer state (optax, a TrainState, a `tx` or
+# Prefilter (optax_lint/engine/prefilter.py): optimizer state (optax, a TrainState, a `tx` or
 # `opt_state`, an `x.update(...)` site), saves and restores (orbax, flax checkpoints and
 # serialization, pickle), and `state.replace(field=...)`.
 TRIGGERS = (

@@ -8,13 +8,13 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract.file_role import in_test_function, is_test_file
-from ..extract.pipelines import TxNode
-from ..extract.values import value_of
-from .base import Context, Rule, describe, register
+from optax_lint.facts.file_role import in_test_function, is_test_file
+from optax_lint.facts.pipelines.build import TxNode
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.values import value_of
 
-# Prefilter (optax_lint/prefilter.py): optimizer construction is optax calls.
+# Prefilter (optax_lint/engine/prefilter.py): optimizer construction is optax calls.
 TRIGGERS = ("optax",)
 
 # What a variable's name says it holds -> the optax parameter it means.
@@ -106,7 +106,7 @@ class PositionalHyperparameters(Rule):
 
 
 def _contains_lr_step(node: TxNode) -> bool:
-    from ..extract.pipelines import expand
+    from optax_lint.facts.pipelines.build import expand
 
     return any(step.primitive == "scale_by_learning_rate" or (step.primitive == "scale" and step.negates()) for seq in expand(node) for step in seq)
 

@@ -12,17 +12,17 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract import parallel as par
-from ..extract.parallel import AFresh, AGrad, parallel_facts
-from ..extract.names import lookup
-from ..extract.state_access import name_uses
-from ..extract.values import Unknown, single_binding, value_of
-from .base import Context, Rule, describe, register
+from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.steps import AFresh, AGrad, parallel_facts
+from optax_lint.facts.state.access import name_uses
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.values import Unknown, single_binding, value_of
 
 
 def TRIGGERS() -> tuple[str, ...]:
-    """Prefilter (optax_lint/prefilter.py): every rule here needs a mapped step (pmap,
+    """Prefilter (optax_lint/engine/prefilter.py): every rule here needs a mapped step (pmap,
     shard_map), a collective or replicated state, whose names the extractor's tables
     list; the learning-rate rules also need an optax pipeline (then "optax" is spelled)."""
     names = {n.rsplit(".", 1)[-1] for n in par.PMAP | par.SHARD_MAP | par.REPLICATE | par.UNREPLICATE}

@@ -15,12 +15,12 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract.pipelines import Pipeline, Step, TxNode
-from ..extract.schedules import Schedule
-from .base import Context, Rule, describe, register
+from optax_lint.facts.pipelines.build import Pipeline, Step, TxNode
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
 
-# Prefilter (optax_lint/prefilter.py): every protocol rule judges an optax pipeline.
+# Prefilter (optax_lint/engine/prefilter.py): every protocol rule judges an optax pipeline.
 TRIGGERS = ("optax",)
 
 ADAPTIVE = frozenset({"scale_by_adam", "scale_by_amsgrad", "scale_by_adamax", "scale_by_radam", "scale_by_belief", "scale_by_yogi", "scale_by_rms"})
@@ -98,7 +98,7 @@ def _optax_name(ctx: Context, call: cst.Call) -> Optional[str]:
     if isinstance(root, cst.Name):
         record = ctx.facts.record_of.get(call)
         if record is not None:
-            from ..extract.names import qualified_name
+            from optax_lint.syntax.names import qualified_name
 
             if qualified_name(root, record.scope) == "optax":
                 return root.value

@@ -16,11 +16,10 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..diagnostics import Severity
-from ..extract.names import lookup, qualified_name
-from ..extract.parallel import parallel_facts
-from ..extract.schedule_facts import (
+from optax_lint.core.diagnostics import Severity
+from optax_lint.core.protocol_table import suggested_warmup, warmup_range
+from optax_lint.facts.parallel.steps import parallel_facts
+from optax_lint.facts.schedules.analysis import (
     LrUse,
     Shape,
     code,
@@ -33,13 +32,14 @@ from ..extract.schedule_facts import (
     same_code,
     schedule_facts,
 )
-from ..extract.schedules import Schedule
-from ..extract.values import single_binding
-from ..extract.walker import walk
-from ..protocol_table import suggested_warmup, warmup_range
-from .base import Context, Rule, describe, register
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.values import single_binding
+from optax_lint.syntax.walker import walk
 
-# Prefilter (optax_lint/prefilter.py): schedules and the optimizers they drive are optax calls.
+# Prefilter (optax_lint/engine/prefilter.py): schedules and the optimizers they drive are optax calls.
 TRIGGERS = ("optax",)
 
 

@@ -11,31 +11,31 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract.pipelines import Pipeline, TxNode
-from ..extract.state_access import (
+from optax_lint.facts.pipelines.build import Pipeline, TxNode
+from optax_lint.facts.state.access import (
     JIT_WRAPPERS,
     TREE_GET,
     TREE_SET,
     FunctionInfo,
     Held,
-    key_literal,
     HyperparamsAccess,
     Layout,
     StateFacts,
     TreeAccess,
+    key_literal,
     name_uses,
     path_expr,
     path_text,
     state_facts,
     walk_scope,
 )
-from ..extract.arguments import bind
-from ..extract.values import value_of
-from ..extract.walker import CallRecord, Scope, walk
-from .base import Context, Rule, describe, register
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.arguments import bind
+from optax_lint.syntax.values import value_of
+from optax_lint.syntax.walker import CallRecord, Scope, walk
 
-# Prefilter (optax_lint/prefilter.py): optimizer state comes from optax, a TrainState
+# Prefilter (optax_lint/engine/prefilter.py): optimizer state comes from optax, a TrainState
 # (`apply_gradients`), nnx.Optimizer, or a `tx` / `opt_state` / `x.update(...)` in the file.
 TRIGGERS = ("optax", "apply_gradients", "Optimizer", "opt_state", "hyperparams", r"\btx\b", r"\.update\(")
 
@@ -745,7 +745,7 @@ def _is_state_holder(facts, call: cst.Call, scope: Scope) -> bool:
 
 def _carried(sf: StateFacts, name: str, loop: cst.CSTNode, scope: Scope) -> bool:
     """`name` is bound before the loop and rebound in it: training state carried across passes."""
-    from ..extract.names import lookup
+    from optax_lint.syntax.names import lookup
 
     owner, bindings = lookup(name, scope)
     if owner is None:
@@ -764,7 +764,7 @@ def _carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope
 
 def _varies_in(sf: StateFacts, expr: cst.BaseExpression, loop: cst.CSTNode, scope: Scope) -> bool:
     """Some name in `expr` is bound inside the loop (or is its target)."""
-    from ..extract.names import lookup
+    from optax_lint.syntax.names import lookup
 
     for node in walk(expr):
         if isinstance(node, cst.Name):
@@ -775,7 +775,7 @@ def _varies_in(sf: StateFacts, expr: cst.BaseExpression, loop: cst.CSTNode, scop
 
 
 def _owner(name: str, scope: Scope) -> Optional[Scope]:
-    from ..extract.names import lookup
+    from optax_lint.syntax.names import lookup
 
     owner, _ = lookup(name, scope)
     return owner
@@ -1115,7 +1115,7 @@ def _maximised(sf: StateFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
     maximise (expected_return, log_likelihood, elbo, ...)."""
     if not isinstance(expr, cst.Name):
         return False
-    from ..extract.names import lookup
+    from optax_lint.syntax.names import lookup
 
     _, bindings = lookup(expr.value, scope)
     for binding in bindings:
@@ -1140,7 +1140,7 @@ def _negated_grads(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bo
             if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
                 return True
     if isinstance(expr, cst.Name) and depth < 4:
-        from ..extract.names import lookup
+        from optax_lint.syntax.names import lookup
 
         _, bindings = lookup(expr.value, scope)
         return any(b.value is not None and _negated_grads(b.value, b.scope, depth + 1) for b in bindings)

@@ -13,13 +13,27 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import fixes
-from ..extract import mask_expr as mx
-from ..extract.masks import MaskFunction, MaskSite, decay_mask_param, decays, literal_tree, mask_sites
-from ..extract.param_tree import LEAF_NAMES, ParamLeaf, frameworks, model_tree, stacked_layers, synthetic_tree
-from ..extract.pipelines import Pipeline, Step, TxNode, expand
-from ..extract.values import Unknown, single_binding, value_of
-from .base import Context, Rule, describe, register
+from optax_lint.facts.masks import expr as mx
+from optax_lint.facts.masks.extract import (
+    MaskFunction,
+    MaskSite,
+    decay_mask_param,
+    decays,
+    literal_tree,
+    mask_sites,
+)
+from optax_lint.facts.masks.param_tree import (
+    LEAF_NAMES,
+    ParamLeaf,
+    frameworks,
+    model_tree,
+    stacked_layers,
+    synthetic_tree,
+)
+from optax_lint.facts.pipelines.build import Pipeline, Step, TxNode, expand
+from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.values import Unknown, single_binding, value_of
 
 # Every rule here judges an optax optimizer, mask or partition: no optax, no finding.
 TRIGGERS = ("optax",)
@@ -88,7 +102,7 @@ def _own_pytorch_names(facts) -> bool:
     PyTorch-style name (`self.param("weight", ...)`, `self.weight = nnx.Param(...)`)."""
 
     def compute(facts) -> bool:
-        from ..extract.project_config import project_of
+        from optax_lint.facts.project.config import project_of
 
         texts = [facts.text or ""]
         project = project_of(facts)
@@ -446,7 +460,7 @@ def _stacks(facts) -> list:
     found = [(facts, s) for s in stacked_layers(facts)]
     if found:
         return found
-    from ..extract.project_config import project_of
+    from optax_lint.facts.project.config import project_of
 
     for module in project_of(facts).imported_modules(("scan", "vmap", "layer_stack")):
         found.extend((module, s) for s in stacked_layers(module))
@@ -458,7 +472,7 @@ def _stacks(facts) -> list:
 def _where(facts, module_facts, node: cst.CSTNode) -> str:
     import os
 
-    from ..extract.project_config import line_of
+    from optax_lint.facts.project.config import line_of
 
     here = os.path.dirname(os.path.abspath(facts.path))
     return f"{os.path.relpath(os.path.abspath(module_facts.path), here)}:{line_of(module_facts, node)}"
@@ -537,7 +551,7 @@ def _is_frozen(facts, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
     if depth > 6:
         return False
     if isinstance(expr, cst.Call):
-        from ..extract.names import qualified_name
+        from optax_lint.syntax.names import qualified_name
 
         return qualified_name(expr.func, scope) in _FREEZE_CALLS
     if isinstance(expr, cst.Name):

@@ -7,10 +7,10 @@ from typing import Callable
 
 import libcst as cst
 
-from ..diagnostics import Finding
-from ..extract.facts import ModuleFacts
-from ..positions import Positions
-from .report import verify_module
+from optax_lint.core.diagnostics import Finding
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.syntax.positions import Positions
+from optax_lint.verify.report import verify_module
 
 # Rules whose fixes change a pipeline, and the measured property each protects.
 GATED = {"OPX101": "clip", "OPX102": "decay", "OPX103": "decay"}

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..extract import mask_expr as mx
-from ..extract.masks import mask_sites
-from ..extract.param_tree import model_tree, stacked_layers, synthetic_tree
-from ..positions import Positions
-from .report import PipelineReport
+from optax_lint.facts.masks import expr as mx
+from optax_lint.facts.masks.extract import mask_sites
+from optax_lint.facts.masks.param_tree import model_tree, stacked_layers, synthetic_tree
+from optax_lint.syntax.positions import Positions
+from optax_lint.verify.report import PipelineReport
 
 _EXPECTED = {"kernel": "decayed", "embedding": "decayed", "bias": "not decayed", "scale": "not decayed"}
 
@@ -28,7 +28,7 @@ def _params_tree(facts):
     tree = model_tree(facts)
     if tree is not None and tree.leaves:
         return tree
-    from ..extract.project_config import project_of
+    from optax_lint.facts.project.config import project_of
 
     for module in project_of(facts).imported_modules(("flax",)):
         tree = model_tree(module)

@@ -14,10 +14,10 @@ from typing import Optional
 
 import libcst as cst
 
-from ..extract.facts import ModuleFacts
-from ..extract.schedules import Schedule
-from ..positions import Positions
-from .spec import NotVerifiable, SpecBuilder
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.syntax.positions import Positions
+from optax_lint.verify.spec import NotVerifiable, SpecBuilder
 
 
 @dataclass
@@ -186,7 +186,7 @@ def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> s
 
 def png_unavailable() -> Optional[str]:
     """Why --png cannot work here (matplotlib missing), checked before any sampling."""
-    from .runner import module_available
+    from optax_lint.verify.runner import module_available
 
     if module_available("matplotlib"):
         return None

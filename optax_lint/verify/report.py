@@ -8,12 +8,12 @@ from typing import Optional
 
 import libcst as cst
 
-from ..diagnostics import Span
-from ..extract.facts import ModuleFacts
-from ..extract.pipelines import Pipeline
-from ..extract.values import Unknown
-from ..positions import Positions
-from .spec import NotVerifiable, SpecBuilder
+from optax_lint.core.diagnostics import Span
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.facts.pipelines.build import Pipeline
+from optax_lint.syntax.positions import Positions
+from optax_lint.syntax.values import Unknown
+from optax_lint.verify.spec import NotVerifiable, SpecBuilder
 
 # Which measured property backs which rule (used by --fix --verify).
 RULE_CHECKS = {
@@ -179,7 +179,7 @@ def verify_module(facts: ModuleFacts, worker, *, only: Optional[set] = None) -> 
         report.schedules = response.get("schedules", {})
         reports.append(report)
     if only is None:
-        from .masks import mask_reports
+        from optax_lint.verify.masks import mask_reports
 
         reports.extend(mask_reports(facts, worker))
     return reports

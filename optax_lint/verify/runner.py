@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..catalogue import load_table
+from optax_lint.core.catalogue import load_table
 
 DEFAULT_TIMEOUT = 60.0  # seconds per request (the first one includes jax's import)
 MEMORY_CAP = 6 * 1024**3  # bytes of data segment for the worker

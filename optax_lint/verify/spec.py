@@ -14,10 +14,10 @@ from typing import Any, Optional, Union
 
 import libcst as cst
 
-from ..extract.facts import ModuleFacts
-from ..extract.optax_api import OptaxApi
-from ..extract.values import Unknown, single_binding, value_of
-from ..extract.walker import Scope
+from optax_lint.core.optax_api import OptaxApi
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.syntax.values import Unknown, single_binding, value_of
+from optax_lint.syntax.walker import Scope
 
 # Kinds of optax callables the worker may construct.
 ALLOWED_KINDS = ("alias", "transform", "wrapper", "schedule")

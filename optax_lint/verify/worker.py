@@ -359,7 +359,7 @@ def handle(interp: Interpreter, request: dict) -> dict:
     if op == "schedule":
         return {"samples": sample_schedule(interp, request["spec"], request["steps"])}
     if op == "mask":  # which leaves a weight-decay mask decays (verify/masks.py)
-        from .masks import measure_mask
+        from optax_lint.verify.masks import measure_mask
 
         return measure_mask(request)
     if op == "verify":

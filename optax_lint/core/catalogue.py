@@ -1,0 +1,249 @@
+"""The rule catalogue: `rules/*.toml`, one file per rule, the single source of truth
+for codes, names, severities, messages, docs and thresholds.
+
+In a checkout the catalogue is the top-level `rules/` folder; in a wheel it ships as
+`optax_lint/_catalogue` (see pyproject's force-include).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from optax_lint.core.diagnostics import Applicability, Severity
+
+DOC_SECTIONS = (
+    ("what_it_does", "What it does"),
+    ("why_bad", "Why is this bad?"),
+    ("example", "Example"),
+    ("use_instead", "Use instead"),
+    ("fix_safety", "Fix safety"),
+    ("options", "Options"),
+)
+
+# The user-facing decision protocol every protocol rule links into (by section anchor).
+PROTOCOL_DOC = "docs/protocol.md"
+# Where the project is published (pyproject [project.urls]): absolute links to the rule
+# docs in SARIF (helpUri) and in the editor's hover.
+HOMEPAGE = "https://github.com/optax-lint/optax-lint"
+RULES_DOC_URL = f"{HOMEPAGE}/blob/main/docs/rules.md"
+
+
+def rule_doc_url(spec: "RuleSpec", base: str = RULES_DOC_URL) -> str:
+    """The rule's section of docs/rules.md (GitHub's anchor for its heading `## name (CODE)`)."""
+    heading = f"{spec.name} ({spec.code})".lower()
+    return f"{base}#" + re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
+
+
+_OPTION_TYPES = {"int": int, "float": (int, float), "bool": bool, "str": str, "list": list}
+
+
+def catalogue_dir() -> Path:
+    package = Path(__file__).resolve().parent.parent
+    shipped = package / "_catalogue"
+    if shipped.is_dir():
+        return shipped
+    return package.parent / "rules"
+
+
+@dataclass(frozen=True)
+class RuleOption:
+    name: str
+    type: str
+    default: Any
+    doc: str
+    # "protocol:warmup.min_fraction": the default is read from a data table, so a
+    # threshold shared by the rules and `optax-lint recommend` is written once.
+    default_from: str = ""
+
+    def check(self, value: Any) -> bool:
+        if self.type == "bool":
+            return isinstance(value, bool)
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, _OPTION_TYPES[self.type])
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    message: str  # str.format template; the rule fills in the concrete objects
+    fix: Applicability | None
+    fix_title: str
+    default_enabled: bool
+    # What the rule rests on, in the project's own words (a protocol statement or a
+    # measured library behaviour). Never a reference the user cannot open.
+    basis: tuple[str, ...]
+    doc: dict[str, str]
+    options: dict[str, RuleOption] = field(default_factory=dict)
+    family: str = ""
+    needs_context: tuple[str, ...] = ()
+    protocol: str = ""  # anchor of the rule's section in docs/protocol.md
+    # What to do, for findings that carry no fix title (a str.format template over the
+    # message's arguments; fields the rule did not pass are left out of the sentence).
+    help: str = ""
+
+    @property
+    def help_doc(self) -> str:
+        """The help line as documentation: message fields shown as <name>."""
+        text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", r"<\1>", self.help)
+        return text.replace("{{", "{").replace("}}", "}")
+
+    @property
+    def protocol_url(self) -> str:
+        return f"{PROTOCOL_DOC}#{self.protocol}" if self.protocol else ""
+
+    def render_doc(self) -> str:
+        lines = [f"# {self.name} ({self.code})", "", f"Severity: {self.severity.value}"]
+        fix = self.fix.value if self.fix else "none"
+        lines.append(f"Fix: {fix}")
+        if not self.default_enabled:
+            lines.append("Enabled: no (opt in with --extend-select)")
+        if self.basis:
+            lines.append("Rests on: " + "; ".join(self.basis))
+        if self.protocol:
+            lines.append(f"Protocol: {self.protocol_url}")
+        if self.help:
+            lines.append(f"What to do: {self.help_doc}")
+        lines += ["", self.summary, ""]
+        for key, title in DOC_SECTIONS:
+            text = self.doc.get(key, "").strip()
+            if text:
+                lines += [f"## {title}", text, ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "fix": self.fix.value if self.fix else None,
+            "default_enabled": self.default_enabled,
+            "family": self.family,
+            "basis": list(self.basis),
+            "protocol": self.protocol_url or None,
+            "help": self.help_doc or None,
+            "options": {
+                k: {"type": o.type, "default": o.default, "doc": o.doc} for k, o in self.options.items()
+            },
+        }
+
+
+class CatalogueError(Exception):
+    pass
+
+
+# Where parsed tables are kept as JSON (the result cache's `tables/`), or None. tomllib
+# takes ~0.12 s for optax_api.toml, json ~0.002 s: paid at every start-up otherwise.
+_TABLE_CACHE: list = [None]
+
+
+def use_table_cache(directory: Optional[Path]) -> None:
+    _TABLE_CACHE[0] = Path(directory) / "tables" if directory is not None else None
+
+
+def _read_toml(path: Path) -> dict:
+    """A TOML file, parsed (from the table cache when it holds this exact text)."""
+    with path.open("rb") as fh:
+        data = fh.read()
+    folder = _TABLE_CACHE[0]
+    if folder is None:
+        return tomllib.loads(data.decode("utf-8"))
+    from optax_lint.run import cache
+
+    stored = folder / f"{path.stem}-{hashlib.blake2b(data, digest_size=16).hexdigest()}.json"
+    parsed = cache.read_checked(stored)
+    if isinstance(parsed, dict):
+        return parsed
+    parsed = tomllib.loads(data.decode("utf-8"))
+    try:
+        cache.ensure_dir(folder.parent)
+        folder.mkdir(exist_ok=True)
+        cache.write_checked(stored, json.dumps(parsed))
+    except (OSError, ValueError, TypeError):  # not writable, or a value JSON cannot hold
+        pass
+    return parsed
+
+
+def _load_rule(path: Path) -> RuleSpec:
+    data = _read_toml(path)
+    try:
+        options = {
+            name: RuleOption(name, o["type"], _option_default(o), o.get("doc", ""), o.get("default_from", ""))
+            for name, o in data.get("options", {}).items()
+        }
+        fix = data.get("fix", "none")
+        return RuleSpec(
+            code=data["code"],
+            name=data["name"],
+            severity=Severity(data["severity"]),
+            summary=data["summary"],
+            message=data["message"],
+            fix=None if fix == "none" else Applicability(fix),
+            fix_title=data.get("fix_title", ""),
+            default_enabled=data.get("default_enabled", True),
+            basis=tuple(data.get("basis", ())),
+            doc=dict(data.get("doc", {})),
+            options=options,
+            family=data.get("family", ""),
+            needs_context=tuple(data.get("needs_context", ())),
+            protocol=data.get("protocol", ""),
+            help=data.get("help", ""),
+        )
+    except (KeyError, ValueError) as exc:
+        raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalogue() -> dict[str, RuleSpec]:
+    """Every rule, keyed by code, sorted by code."""
+    specs = {}
+    for path in sorted(catalogue_dir().glob("OPX*.toml")):
+        spec = _load_rule(path)
+        if spec.code != path.stem:
+            raise CatalogueError(f"{path.name} declares code {spec.code}")
+        specs[spec.code] = spec
+    return dict(sorted(specs.items()))
+
+
+def _option_default(option: dict) -> Any:
+    if "default_from" not in option:
+        return option["default"]
+    return table_value(option["default_from"])
+
+
+def table_value(reference: str) -> Any:
+    """`protocol:warmup.min_fraction` -> that value of rules/protocol.toml."""
+    name, _, dotted = reference.partition(":")
+    value: Any = load_table(name)
+    try:
+        for key in dotted.split("."):
+            value = value[key]
+    except (KeyError, TypeError):
+        raise KeyError(f"{reference} is not in rules/{name}.toml") from None
+    return value
+
+
+def load_table(name: str) -> dict:
+    """A data table from the catalogue folder, e.g. `optax_api` for rules/optax_api.toml."""
+    return _load_table(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_table(name: str) -> dict:
+    return _read_toml(catalogue_dir() / f"{name}.toml")

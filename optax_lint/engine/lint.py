@@ -1,0 +1,365 @@
+"""Linting and fixing one source text: parse, extract facts, run rules, apply noqa,
+apply fixes until they converge. Reading and writing files lives in `api.py`."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional
+
+import libcst as cst
+
+from optax_lint.core.catalogue import RuleSpec, load_catalogue
+from optax_lint.core.diagnostics import Applicability, Edit, Finding, Severity, Span
+from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta_finding
+from optax_lint.engine import noqa as suppressions
+from optax_lint.engine import prefilter
+from optax_lint.engine.intended import drop_intended
+from optax_lint.facts.file_role import protocol_silenced
+from optax_lint.facts.module import ModuleFacts
+from optax_lint.rules import REGISTRY
+from optax_lint.rules.base import Context
+from optax_lint.syntax.parsing import (
+    better_syntax_error,
+    cpython_check,
+    parse,
+    quick_syntax_check,
+)
+from optax_lint.syntax.positions import Positions
+
+MAX_FIX_ROUNDS = 10
+# Deeper nesting than this risks the C stack in parsers and our own recursion.
+_RECURSION_GUARD = "too deeply nested"
+
+
+
+@dataclass
+class LintRun:
+    findings: list[Finding]
+    module: Optional[cst.Module]
+    internal_errors: int = 0
+
+
+@dataclass
+class FixRun:
+    text: str
+    applied: int
+    findings: list[Finding]
+    dropped: list[Finding] = field(default_factory=list)
+    internal_errors: int = 0
+    refused: list[tuple[Finding, str]] = field(default_factory=list)  # fixes a gate (--verify) rejected
+
+
+def _internal_message(where: str, exc: BaseException, show_traceback: bool) -> str:
+    """`internal error in OPX101 (name): KeyError: 'x'.` then the traceback, or a request for it."""
+    head = f"internal error {where}: {type(exc).__name__}: {exc}."
+    if show_traceback:
+        return head + "\n" + traceback.format_exc().rstrip()
+    return head + " Please report it with the output of --show-traceback."
+
+
+def run_rules(
+    module: cst.Module,
+    text: str,
+    path: str,
+    codes: Iterable[str],
+    options: dict[str, dict],
+    *,
+    show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
+) -> tuple[list[Finding], int]:
+    catalogue = load_catalogue()
+    try:
+        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
+    except RecursionError:  # the walker recurses into nested scopes (lambdas, defs)
+        return [meta_finding(INTERNAL_ERROR, path, "gave up: the file is too deeply nested to analyse")], 1
+    except Exception as exc:  # the shared extraction failing must not stop the run
+        return [meta_finding(INTERNAL_ERROR, path, _internal_message("while extracting facts", exc, show_traceback))], 1
+    positions = Positions(module, text)
+    facts.positions = positions  # shared with the run context's locations (still lazy)
+    findings: list[Finding] = []
+    internal = 0
+    for code in sorted(codes):
+        rule_cls = REGISTRY.get(code)
+        if rule_cls is None or protocol_silenced(code, facts):
+            continue
+        ctx = Context(facts, catalogue[code], options.get(code, {}), positions)
+        try:
+            rule_cls().check(ctx)
+        except RecursionError:
+            internal += 1
+            findings.append(meta_finding(INTERNAL_ERROR, path, f"{code} gave up: the file is too deeply nested to analyse"))
+            continue
+        except Exception as exc:  # one rule failing must not stop the others
+            internal += 1
+            where = f"in {code} ({catalogue[code].name})"
+            findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
+            continue
+        findings.extend(ctx.findings)
+    return _distinct(drop_intended(findings, facts)), internal
+
+
+def _distinct(findings: list[Finding]) -> list[Finding]:
+    """One finding per (code, line, message): two extraction paths reaching the same
+    node (a pipeline followed through two names) must not report it twice."""
+    seen: set[tuple] = set()
+    out = []
+    for finding in findings:
+        key = (finding.code, finding.path, finding.span.line, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+def lint_text(
+    text: str,
+    path: str,
+    codes: set[str],
+    options: Optional[dict[str, dict]] = None,
+    *,
+    show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
+) -> LintRun:
+    options = options or {}
+    # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
+    # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
+    rule_codes = prefilter.active_codes(text, (c for c in codes if c in REGISTRY))
+    if not rule_codes:
+        error = quick_syntax_check(text, path)
+        findings = [error] if error is not None and SYNTAX_ERROR in codes else []
+        if UNUSED_NOQA in codes and error is None:
+            findings += _unused_noqa(suppressions.parse(text), [], path)
+        return LintRun(findings, None)
+    cpython_error, final = cpython_check(text, path)
+    module, error = (None, cpython_error) if final else parse(text, path)
+    if module is None:
+        error = error if final else better_syntax_error(cpython_error, error)
+        return LintRun([error] if SYNTAX_ERROR in codes else [], None)
+    findings, internal = run_rules(
+        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root
+    )
+    findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
+    findings.sort(key=lambda f: f.sort_key)
+    return LintRun(findings, module, internal)
+
+
+def apply_suppressions(text: str, path: str, findings: list[Finding], *, report_unused: bool) -> list[Finding]:
+    if not findings and not report_unused:
+        return findings
+    noqa = suppressions.parse(text)
+    kept = [f for f in findings if f.code == INTERNAL_ERROR or not noqa.suppresses(f.code, f.span.line)]
+    if report_unused:
+        kept += _unused_noqa(noqa, findings, path)
+    return kept
+
+
+def _unused_noqa(noqa: suppressions.Suppressions, findings: list[Finding], path: str) -> list[Finding]:
+    out = []
+    catalogue = load_catalogue()
+    for entry in noqa.lines.values():
+        if entry.codes is None:
+            continue  # a bare noqa may serve other tools
+        ours = [c for c in entry.codes if c.startswith("OPX")]
+        unused = [c for c in ours if c not in entry.used]
+        if not unused:
+            continue
+        unknown = [c for c in unused if c not in catalogue]
+        detail = ", ".join(unused) + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+        out.append(meta_finding(UNUSED_NOQA, path, f"Unused `noqa` directive for {detail}", entry.line, entry.column, entry.end_column))
+    present = {f.code for f in findings}
+    for line, column, end, codes in noqa.file_comments:
+        if codes is None:
+            continue
+        unused = [c for c in codes if c.startswith("OPX") and c not in present]
+        if unused:
+            out.append(meta_finding(UNUSED_NOQA, path, f"Unused file-level `noqa` for {', '.join(unused)}", line, column, end))
+    return out
+
+
+def fix_text(
+    text: str,
+    path: str,
+    codes: set[str],
+    options: Optional[dict[str, dict]] = None,
+    *,
+    unsafe: bool = False,
+    show_traceback: bool = False,
+    context: Optional[dict] = None,
+    root: Optional[str] = None,
+    gate: Optional[Callable] = None,
+    on_edits: Optional[Callable[[list[tuple[int, int, str]]], None]] = None,
+) -> FixRun:
+    """Apply fixes round by round until nothing changes (ruff's convergence loop).
+
+    In each round every fixable finding's fix is applied on its own to the round's
+    tree; its effect is reduced to one text edit (the span that changed), and all
+    edits that do not overlap are applied together, like ruff's non-overlapping edit
+    sets. Overlapping ones wait for the next round. A fix that would leave the file
+    unparseable is dropped and reported; with a gate (--verify) a fix must also pass
+    verification. `on_edits` sees each round's applied edits (notebooks track their
+    cell boundaries with it).
+    """
+    applied = 0
+    refused: list[tuple[Finding, str]] = []
+    dropped: list[Finding] = []
+    dropped_keys: set[tuple] = set()
+    current = text
+    # A fix must also satisfy CPython's parser when the original did (libcst is laxer).
+    cpython_ok = cpython_check(text, path)[0] is None
+
+    def drop(finding: Finding) -> None:
+        dropped_keys.add((finding.code, finding.message, finding.span.line))
+        dropped.append(finding)
+
+    run = None
+    for _ in range(MAX_FIX_ROUNDS):
+        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        linted = current
+        candidates = [
+            f for f in run.findings
+            if f.fixable(unsafe) and (f.code, f.message, f.span.line) not in dropped_keys
+        ]
+        if run.module is None or not candidates:
+            break
+        module = run.module
+        edits: list[tuple[int, int, str]] = []
+        for finding in candidates:
+            try:
+                new_module = finding.fix.apply(module)
+                new_code = _keep_final_cr(current, new_module.code)
+            except Exception:
+                drop(finding)
+                continue
+            if new_code == current:
+                continue
+            try:
+                cst.parse_module(new_code)
+                if cpython_ok and cpython_check(new_code, path)[0] is not None:
+                    raise SyntaxError("the fixed code does not parse with CPython")
+            except Exception:
+                drop(finding)
+                continue
+            if gate is not None:
+                # --fix --verify: the fix must repair what the rule protects, measured.
+                accepted, evidence = gate(finding, module, new_module)
+                if not accepted:
+                    dropped_keys.add((finding.code, finding.message, finding.span.line))
+                    refused.append((finding, evidence))
+                    continue
+            edits.append(_text_edit(current, new_code))
+        chosen = _non_overlapping(edits)
+        if not chosen:
+            break
+        combined = _apply_edits(current, chosen)
+        if len(chosen) > 1:
+            try:
+                cst.parse_module(combined)
+                if cpython_ok and cpython_check(combined, path)[0] is not None:
+                    raise SyntaxError
+            except Exception:
+                chosen = chosen[:1]  # edits that clash together go one per round
+                combined = _apply_edits(current, chosen)
+        applied += len(chosen)
+        if on_edits is not None:
+            on_edits(chosen)
+        current = combined
+    if run is not None and linted == current:  # nothing changed since the last lint: reuse it
+        final = run
+    else:
+        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+    return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused)
+
+
+def _keep_final_cr(old: str, new: str) -> str:
+    """libcst 1.9 drops the final newline of a file whose line endings are a bare CR
+    (`parse_module("x = 1\\r").code == "x = 1"`): put it back."""
+    if old.endswith("\r") and new and not new.endswith(("\r", "\n")):
+        return new + "\r"
+    return new
+
+
+def _text_edit(old: str, new: str) -> tuple[int, int, str]:
+    """The single span of `old` that `new` replaces: (start, end, replacement)."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return start, end_old, new[start:end_new]
+
+
+def _non_overlapping(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    chosen: list[tuple[int, int, str]] = []
+    last_end = -1
+    for edit in sorted(edits, key=lambda e: (e[0], e[1])):
+        if edit[0] > last_end or (edit[0] == last_end == edit[1] and False):
+            chosen.append(edit)
+            last_end = edit[1]
+    return chosen
+
+
+def _apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    out = []
+    cursor = 0
+    for start, end, replacement in edits:
+        out.append(text[cursor:start])
+        out.append(replacement)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def attach_edits(text: str, run: LintRun) -> None:
+    """Fill each fix's text edits (for JSON output): the minimal replaced span of the
+    text, found by applying the fix alone and trimming the common prefix and suffix."""
+    if run.module is None:
+        return
+    for finding in run.findings:
+        fix = finding.fix
+        if fix is None or not callable(fix.apply):
+            continue
+        try:
+            new = _keep_final_cr(text, fix.apply(run.module).code)
+        except Exception:
+            continue
+        if new == text:
+            continue
+        start = 0
+        limit = min(len(text), len(new))
+        while start < limit and text[start] == new[start]:
+            start += 1
+        end_old, end_new = len(text), len(new)
+        while end_old > start and end_new > start and text[end_old - 1] == new[end_new - 1]:
+            end_old -= 1
+            end_new -= 1
+        line, column = _line_col(text, start)
+        end_line, end_column = _line_col(text, end_old)
+        fix.edits = [Edit(Span(line, column, end_line, end_column), new[start:end_new])]
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def severity_of(code: str) -> Severity:
+    return load_catalogue()[code].severity
+
+
+def applicability_counts(findings: list[Finding]) -> dict[Applicability, int]:
+    counts = {a: 0 for a in Applicability}
+    for f in findings:
+        if f.fix is not None:
+            counts[f.fix.applicability] += 1
+    return counts
+
+
+def specs(codes: Iterable[str]) -> list[RuleSpec]:
+    catalogue = load_catalogue()
+    return [catalogue[c] for c in sorted(codes) if c in catalogue]

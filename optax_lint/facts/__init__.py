@@ -1,0 +1,1 @@
+"""What a module says, as typed facts: optimizer pipelines, schedules, state, checkpoints, parallel steps, weight-decay masks, run context, project config. Rules read these; they never walk the tree."""

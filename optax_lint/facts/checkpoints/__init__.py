@@ -1,0 +1,1 @@
+"""Checkpoint saves and restores and what they hold."""

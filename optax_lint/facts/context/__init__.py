@@ -1,0 +1,1 @@
+"""The run context (architecture, steps, batch, devices, ...): declared, or inferred with provenance."""

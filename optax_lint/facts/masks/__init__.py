@@ -1,0 +1,1 @@
+"""Weight-decay masks and partition labels, and the parameter names a model produces."""

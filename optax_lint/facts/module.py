@@ -1,0 +1,195 @@
+"""`ModuleFacts`: everything the rules know about one module, computed lazily.
+
+The walker runs once per file; pipelines, schedules and update sites are derived
+from its records on first use, so a file that builds no optimizer pays for none.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.core.optax_api import OptaxApi, load_api
+from optax_lint.facts.pipelines.build import Pipeline, PipelineBuilder, TxNode
+from optax_lint.facts.pipelines.updates import (
+    NNX_OPTIMIZER,
+    TRAIN_STATE_CREATE,
+    Consumer,
+    UpdateSite,
+)
+from optax_lint.facts.schedules.calls import Schedule, ScheduleExtractor
+from optax_lint.syntax.names import NameResolver, qualified_name
+from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, collect
+
+
+class ModuleFacts:
+    def __init__(
+        self,
+        module: cst.Module,
+        path: str = "<string>",
+        api: Optional[OptaxApi] = None,
+        *,
+        declared_context: Optional[dict] = None,
+        root: Optional[str] = None,
+        text: Optional[str] = None,
+    ) -> None:
+        self.module = module
+        self.path = path
+        self.api = api or load_api()
+        # Run context declared on the command line or in config: {field: (value, source)}.
+        self.declared_context = declared_context or {}
+        self.root = root  # the project root (config directory), for cross-file reads
+        self.text = text  # the source text, for comment pragmas
+        self.positions = None  # set by the engine: source positions, resolved only on demand
+        self._memo: dict[str, object] = {}
+        self.raw: RawFacts = collect(module)
+        self.names = NameResolver(self.api)
+        self.builder = PipelineBuilder(self.raw, self.api, self.names)
+        self.schedule_extractor = ScheduleExtractor(self.raw, self.api, self.names, self.builder.lists)
+
+    @functools.cached_property
+    def display_path(self) -> str:
+        """The path as messages show it: relative to the project root, never absolute."""
+        from optax_lint.facts.file_role import display_path
+
+        return display_path(self.path, self.root)
+
+    def memo(self, key: str, compute):
+        """Per-module cache for facts derived in other modules (rule families'
+        own extractors), so they are computed once however many rules read them."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
+
+    @functools.cached_property
+    def run_context(self):
+        """What is being trained (arch, steps, batch, ...), with provenance."""
+        from optax_lint.facts.context.run_context import build_run_context
+
+        return build_run_context(self)
+
+    # -- names ------------------------------------------------------------
+    def canonical(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        return self.names.canonical(expr, scope)
+
+    def callee(self, record: CallRecord) -> Optional[str]:
+        return self.names.canonical(record.node.func, record.scope)
+
+    @functools.cached_property
+    def calls_by_name(self) -> dict[str, list[CallRecord]]:
+        """Calls grouped by the canonical name of their callee (imports resolved)."""
+        out: dict[str, list[CallRecord]] = {}
+        for record in self.raw.calls:
+            name = self.callee(record)
+            if name is not None:
+                out.setdefault(name, []).append(record)
+        return out
+
+    @functools.cached_property
+    def record_of(self) -> dict[cst.Call, CallRecord]:
+        return {r.node: r for r in self.raw.calls}
+
+    # -- pipelines --------------------------------------------------------
+    @functools.cached_property
+    def pipelines(self) -> list[Pipeline]:
+        candidates: list[tuple[CallRecord, TxNode]] = []
+        for record in self.raw.calls:
+            if not self.builder.is_transform_call(record.node, record.scope):
+                continue
+            # inject_hyperparams(f) alone (the inner call of inject(f)(...)) is not a pipeline.
+            parent = record.parent_call
+            if parent is not None and parent.func is record.node:
+                continue
+            candidates.append((record, self.builder.build(record.node, record.scope)))
+        contained: set[cst.Call] = set()
+        for _, tree in candidates:
+            inner = tree.calls()
+            inner.discard(tree.call)
+            contained |= inner
+        # A transform assigned to a name and used inside another pipeline is a component.
+        out = []
+        for record, tree in candidates:
+            if record.node in contained:
+                continue
+            name = record.assigned_to.value if isinstance(record.assigned_to, cst.Name) else None
+            function = record.scope if record.scope.kind == "function" and self._returned(record) else None
+            out.append(Pipeline(tree, record.node, record, name, function, self.schedule_extractor.resolve))
+        return out
+
+    def _returned(self, record: CallRecord) -> bool:
+        for ret in record.scope.returns:
+            value = ret.node.value
+            if value is record.node:
+                return True
+            if isinstance(value, cst.Name) and isinstance(record.assigned_to, cst.Name) and value.value == record.assigned_to.value:
+                return True
+        return False
+
+    @functools.cached_property
+    def pipeline_by_call(self) -> dict[cst.Call, Pipeline]:
+        return {p.call: p for p in self.pipelines}
+
+    def pipeline_for(self, expr: cst.BaseExpression, scope: Scope) -> Optional[Pipeline]:
+        """The pipeline an expression (e.g. the `tx` of `tx.update`) evaluates to."""
+        tree = self.builder.build(expr, scope)
+        if tree.kind == "unknown" or tree.call is None:
+            return None
+        for call in (tree.call,):
+            pipeline = self.pipeline_by_call.get(call)
+            if pipeline is not None:
+                return pipeline
+        return None
+
+    # -- schedules --------------------------------------------------------
+    @functools.cached_property
+    def schedules(self) -> list[Schedule]:
+        return self.schedule_extractor.all()
+
+    def schedule_of(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[Schedule]:
+        return self.schedule_extractor.resolve(expr, scope)
+
+    # -- update sites -----------------------------------------------------
+    @functools.cached_property
+    def update_sites(self) -> list[UpdateSite]:
+        sites = []
+        for record in self.raw.calls:
+            func = record.node.func
+            name = self.callee(record)
+            if name == "optax.apply_updates":
+                sites.append(UpdateSite("apply_updates", record, None))
+                continue
+            if not isinstance(func, cst.Attribute):
+                continue
+            method = func.attr.value
+            if method == "apply_gradients":
+                sites.append(UpdateSite("apply_gradients", record, func.value))
+            elif method == "update" and len(record.node.args) >= 2:
+                if qualified_name(func.value, record.scope) is not None:
+                    continue  # nnx.update(model, state), jax.config.update(...): a module's function
+                pipeline = self.pipeline_for(func.value, record.scope)
+                site = UpdateSite("update", record, func.value, pipeline)
+                sites.append(site)
+        return sites
+
+    @functools.cached_property
+    def consumers(self) -> list[Consumer]:
+        out = []
+        for record in self.raw.calls:
+            name = self.callee(record)
+            if name is None:
+                continue
+            if name in TRAIN_STATE_CREATE or name.endswith("TrainState.create"):
+                arg = next((a for a in record.node.args if a.keyword is not None and a.keyword.value == "tx"), None)
+                kind = "train_state"
+            elif name in NNX_OPTIMIZER:
+                positional = [a for a in record.node.args if a.keyword is None]
+                arg = next((a for a in record.node.args if a.keyword is not None and a.keyword.value == "tx"), None)
+                arg = arg or (positional[1] if len(positional) > 1 else None)
+                kind = "nnx_optimizer"
+            else:
+                continue
+            pipeline = self.pipeline_for(arg.value, record.scope) if arg is not None else None
+            out.append(Consumer(kind, record, arg, pipeline))
+        return out

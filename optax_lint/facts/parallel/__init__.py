@@ -1,0 +1,1 @@
+"""Parallel train steps: pmap/shard_map/jit steps, collectives, gradient data flow, replication."""

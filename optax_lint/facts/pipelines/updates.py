@@ -1,0 +1,55 @@
+"""Update sites: where gradients become parameter changes.
+
+`tx.update(grads, state[, params])` linked back to the pipeline `tx` was built from,
+`optax.apply_updates(params, updates)`, flax `state.apply_gradients(grads=...)`,
+nnx `optimizer.update(model, grads)`, and the consumers that receive a pipeline
+(`TrainState.create(tx=...)`, `nnx.Optimizer(model, tx, ...)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.syntax.walker import CallRecord
+
+TRAIN_STATE_CREATE = (
+    "flax.training.train_state.TrainState.create",
+)
+NNX_OPTIMIZER = ("flax.nnx.Optimizer", "flax.nnx.optimizer.Optimizer", "flax.nnx.ModelAndOptimizer")
+
+
+@dataclass(eq=False)
+class UpdateSite:
+    kind: str  # update | apply_gradients | apply_updates | nnx_update
+    record: CallRecord
+    receiver: Optional[cst.BaseExpression]  # `tx` in tx.update(...)
+    pipeline: object = None  # Pipeline, when the receiver could be linked
+
+    @property
+    def call(self) -> cst.Call:
+        return self.record.node
+
+    def arg(self, position: int, keyword: str) -> Optional[cst.Arg]:
+        for arg in self.call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return arg
+        positional = [a for a in self.call.args if a.keyword is None and not a.star]
+        return positional[position] if position < len(positional) else None
+
+    def has_keyword(self, keyword: str) -> bool:
+        return any(a.keyword is not None and a.keyword.value == keyword for a in self.call.args)
+
+    @property
+    def has_star(self) -> bool:
+        return any(a.star for a in self.call.args)
+
+
+@dataclass(eq=False)
+class Consumer:
+    kind: str  # train_state | nnx_optimizer
+    record: CallRecord
+    tx_arg: Optional[cst.Arg]
+    pipeline: object = None

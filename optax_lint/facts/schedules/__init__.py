@@ -1,0 +1,1 @@
+"""Learning-rate schedules: the schedule calls and what they do over a run."""

@@ -1,0 +1,1 @@
+"""Optimizer state: where opt_state comes from and how its layout is read."""

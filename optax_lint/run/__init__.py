@@ -1,0 +1,1 @@
+"""Files on disk: discovery, reading, the result cache, the process pool, stdin, git diffs and baselines."""

@@ -1,0 +1,372 @@
+"""The in-process API: lint (and fix) files on disk.
+
+`lint_paths(["train.py"])` is what the CLI, the benchmark and the tests call. Each
+file is read safely (source.py), linted or fixed (engine.py), and written back
+atomically only when its fixes re-parse and the file did not change meanwhile.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
+
+from optax_lint.core import readlog
+from optax_lint.core.config import Settings, load_settings
+from optax_lint.core.diagnostics import FileResult, Finding
+from optax_lint.core.meta import INTERNAL_ERROR, IO_ERROR, SYNTAX_ERROR, meta_finding
+from optax_lint.core.source import (
+    SourceError,
+    SourceFile,
+    encode_text,
+    read_source,
+    write_source,
+)
+from optax_lint.run.cache import FixMarker as _Marker
+
+if TYPE_CHECKING:
+    from optax_lint.engine.lint import FixRun
+
+
+@dataclass
+class RunOptions:
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False  # compute fixes, write nothing, return a unified diff
+    show_traceback: bool = False
+    max_file_bytes: int = 8 * 1024 * 1024
+    jobs: int = 1
+    with_edits: bool = False  # compute fixes' text edits (JSON output)
+    context: Optional[dict] = None  # run context declared on the command line: {field: value}
+    write: bool = True  # False: --fix returns the fixed text instead of writing it (stdin)
+    verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
+    cache_dir: Optional[Path] = None  # result cache folder (None: no cache); see cache.py
+    progress: Optional[Callable[[int], None]] = None  # called with the number of files just finished
+
+
+@dataclass
+class Outcome:
+    results: list[FileResult] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # path -> final text, for code frames
+    internal_errors: int = 0
+    fixed: int = 0
+    verification: list = field(default_factory=list)  # verify.report.PipelineReport, with --verify
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted((f for r in self.results for f in r.findings), key=lambda f: f.sort_key)
+
+
+def display_path(path: Path) -> str:
+    text = str(path)
+    return text[2:] if text.startswith("./") else text
+
+
+def lint_file(
+    path: Path,
+    settings: Settings,
+    options: RunOptions,
+    source: Optional[SourceFile] = None,
+    read: Optional[Callable[[Path], SourceFile]] = None,
+) -> tuple[FileResult, Optional[str], int]:
+    """(result, text for code frames, internal error count) for one file. `source`: the
+    file already read by the caller (the cache's check); `read` replaces reading it
+    from disk (stdin)."""
+    shown = display_path(path)
+    codes = settings.codes_for_path(path)
+    result = FileResult(shown)
+    if path.suffix.lower() == ".ipynb":
+        from optax_lint.notebook import lint_notebook_file
+
+        return lint_notebook_file(path, shown, codes, settings, options, read=read)
+    try:
+        if source is None:
+            source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
+    except SourceError as exc:
+        return read_failure(result, exc, codes), None, 0
+    from optax_lint.engine import (
+        lint as engine,  # libcst (~0.25 s): a run the cache answers never needs it
+    )
+
+    options_by_code = settings.rule_options
+    declared = _declared_context(path, settings, options)
+    root = str(settings.root)
+    if not (options.fix or options.diff):
+        run = engine.lint_text(
+            source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root
+        )
+        if options.with_edits:
+            engine.attach_edits(source.text, run)
+        result.findings = run.findings
+        if options.verify_worker is not None and run.module is not None:
+            from optax_lint.verify.report import verify_text
+
+            result.verification = verify_text(source.text, shown, options.verify_worker)
+        return result, source.text, run.internal_errors
+    fixed = engine.fix_text(
+        source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback,
+        context=declared, root=root,
+        gate=_gate(options, shown),
+    )
+    result.findings = fixed_findings(fixed, shown)
+    text = source.text
+    if fixed.text != source.text:
+        result.fixed = fixed.applied
+        if options.diff:
+            result.diff = "".join(
+                difflib.unified_diff(
+                    source.text.splitlines(keepends=True), fixed.text.splitlines(keepends=True),
+                    fromfile=f"a/{shown}", tofile=f"b/{shown}",
+                )
+            )
+        else:
+            try:
+                if options.write:
+                    write_source(source, fixed.text)
+                else:
+                    encode_text(source, fixed.text)  # the caller outputs it: it must encode
+                text = fixed.text
+            except SourceError as exc:
+                result.fixed = 0
+                result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
+                result.findings.append(meta_finding(IO_ERROR, shown, f"not fixed: {exc}"))
+    return result, text, fixed.internal_errors + len(fixed.dropped)
+
+
+def read_failure(result: FileResult, exc: SourceError, codes: set[str]) -> FileResult:
+    """`result` reporting a file that could not be read (OPX003) or decoded (OPX001)."""
+    code = SYNTAX_ERROR if exc.kind in ("binary", "decode") else IO_ERROR
+    if code in codes or code == IO_ERROR:
+        result.findings.append(meta_finding(code, result.path, _read_error_message(exc), exc.line or 1, exc.column or 1))
+    result.error = str(exc)
+    return result
+
+
+def fixed_findings(fixed: "FixRun", shown: str) -> list[Finding]:
+    """What remains after fixing: refused fixes carry their evidence, dropped ones an OPX900."""
+    findings = fixed.findings
+    for refused, evidence in fixed.refused:
+        for finding in findings:
+            if finding.code == refused.code and finding.message == refused.message:
+                finding.evidence = {"fix_refused": evidence}
+    for dropped in fixed.dropped:
+        findings.append(
+            meta_finding(
+                INTERNAL_ERROR, shown,
+                f"the fix for {dropped.code} at line {dropped.span.line} would not re-parse; it was not applied",
+                dropped.span.line, dropped.span.column,
+            )
+        )
+    return findings
+
+
+def _gate(options: RunOptions, shown: str):
+    if options.verify_worker is None:
+        return None
+    from optax_lint.verify.gate import make_gate
+
+    return make_gate(options.verify_worker, shown)
+
+
+def _declared_context(path: Path, settings: Settings, options: RunOptions) -> dict:
+    """Run context declared in config (per-path overrides applied) and on the command line."""
+    from optax_lint.facts.context.run_context import ContextError, declared_for
+
+    try:
+        return declared_for(path, settings, options.context)
+    except ContextError:  # the CLI validates the table first; a library caller gets inference only
+        return {k: (v, "cli", None) for k, v in (options.context or {}).items()}
+
+
+def _read_error_message(exc: SourceError) -> str:
+    if exc.kind in ("binary", "decode"):
+        return f"SyntaxError: {exc}"
+    return str(exc)
+
+
+def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
+    """lint_file, plus what the cache needs to store the result: the stat and digest of
+    the text that was linted, and what else the lint read (readlog.py). The record is
+    None when the result must not be cached: a fix was applied (or diffed), a read or
+    internal error, --verify evidence."""
+    if options.cache_dir is None or path.suffix.lower() == ".ipynb":
+        return (*lint_file(path, settings, options), None)
+    try:
+        st = os.stat(path)
+        checked = time.time_ns()
+        source = read_source(path, max_bytes=options.max_file_bytes)
+    except (OSError, SourceError):
+        return (*lint_file(path, settings, options), None)
+    log = readlog.start()
+    try:
+        result, text, internal = lint_file(path, settings, options, source)
+    finally:
+        readlog.stop()
+    if internal or result.error or result.fixed or result.diff or result.verification:
+        return result, text, internal, None
+    return result, text, internal, (st, source.digest, checked, log)
+
+
+def _worker(args):
+    path, settings, options = args
+    result, text, internal, record = _lint_recorded(path, settings, options)
+    for finding in result.findings:
+        finding.node = None  # libcst nodes and fix closures do not cross processes
+        if finding.fix is not None:
+            finding.fix.apply = _Marker(bool(finding.fix.apply))
+    # Text only serves code frames of findings: do not ship the others back.
+    return result, text if result.findings else None, internal, record
+
+
+# A process pool pays ~0.1 s to start and each worker re-imports or forks; below this
+# much source, linting in-process is faster (a pre-commit run touches a handful of files).
+POOL_MIN_FILES = 8
+POOL_MIN_BYTES = 256 * 1024
+
+
+def _use_pool(jobs: int, paths: list[Path]) -> bool:
+    if jobs <= 1 or len(paths) < POOL_MIN_FILES:
+        return False
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue
+        if total >= POOL_MIN_BYTES:
+            return True
+    return False
+
+
+def _open_cache(settings: Settings, options: RunOptions):
+    if options.cache_dir is None or options.verify_worker is not None:
+        return None
+    from optax_lint.core.catalogue import use_table_cache
+    from optax_lint.run.cache import ResultCache, settings_key
+
+    use_table_cache(options.cache_dir)  # parsed rule tables as JSON: start-up without tomllib
+    return ResultCache(options.cache_dir, settings_key(settings, options))
+
+
+def _cached(cache, path: Path, settings: Settings, options: RunOptions):
+    """(result, text, 0) from the cache, or None. With --fix or --diff, only a file
+    with nothing to fix is answered from the cache: the others are fixed for real."""
+    from optax_lint.run.cache import file_key
+
+    shown = display_path(path)
+    fkey = file_key(shown, settings.codes_for_path(path), _declared_context(path, settings, options))
+    hit = cache.lookup(path, fkey)
+    if hit is None:
+        return None, fkey
+    result, _ = hit
+    if (options.fix or options.diff) and any(f.fixable(options.unsafe_fixes) for f in result.findings):
+        return None, fkey
+    text = None
+    if result.findings:  # code frames need the text
+        try:
+            text = read_source(path, max_bytes=options.max_file_bytes).text
+        except SourceError:
+            return None, fkey
+    return (result, text, 0), fkey
+
+
+def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
+    outcome = Outcome()
+    jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
+    cache = _open_cache(settings, options)
+    if cache is None:
+        options = _without_cache(options)
+    paths = [Path(p) for p in paths]
+    produced: list = [None] * len(paths)
+    keys: dict[int, str] = {}
+    todo: list[int] = []
+    for i, path in enumerate(paths):
+        if cache is not None:
+            produced[i], keys[i] = _cached(cache, path, settings, options)
+            if produced[i] is not None:
+                if options.progress:
+                    options.progress(1)
+                continue
+        todo.append(i)
+    if todo:
+        work = [paths[i] for i in todo]
+        progress, options.progress = options.progress, None  # callbacks do not cross processes
+        try:
+            if _use_pool(jobs, work):
+                fresh = _pooled(work, settings, options, jobs, progress)
+            else:
+                fresh = []
+                for path in work:
+                    fresh.append(_lint_recorded(path, settings, options))
+                    if progress:
+                        progress(1)
+        finally:
+            options.progress = progress
+        for i, (result, text, internal, record) in zip(todo, fresh):
+            produced[i] = (result, text, internal)
+            if cache is not None and record is not None:
+                st, digest, checked, log = record
+                cache.store(paths[i], keys[i], result.path, st, digest, checked, result.findings, log)
+    if cache is not None:
+        cache.save()
+    for result, text, internal in sorted(produced, key=lambda item: item[0].path):
+        outcome.results.append(result)
+        if text is not None:
+            outcome.sources[result.path] = text
+        for number, cell_text in result.cell_sources.items():  # notebooks: code frames per cell
+            outcome.sources[f"{result.path}:cell {number}"] = cell_text
+        outcome.internal_errors += internal
+        outcome.fixed += result.fixed
+        outcome.verification.extend(getattr(result, "verification", []) or [])
+    return outcome
+
+
+def _without_cache(options: RunOptions) -> RunOptions:
+    if options.cache_dir is None:
+        return options
+    from dataclasses import replace
+
+    return replace(options, cache_dir=None)
+
+
+def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int, progress) -> list:
+    """Lint in worker processes; results in the order of `work`, whatever the worker count."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from optax_lint.core.optax_api import load_api
+    from optax_lint.engine import prefilter
+
+    # Imports and tables loaded before forking are inherited by the workers, not redone.
+    load_api()
+    for code in settings.enabled_codes():
+        prefilter.active_codes("", {code})
+
+    items = [(path, settings, options) for path in work]
+    # Small chunks keep both cores busy to the end; results arrive in order.
+    chunksize = max(1, min(16, len(items) // (jobs * 8)))
+    out = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for item in pool.map(_worker, items, chunksize=chunksize):
+            out.append(item)
+            if progress:
+                progress(1)
+    return out
+
+
+def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **options) -> list[FileResult]:
+    """Lint files (no discovery, no writes unless fix=True) and return their results."""
+    settings = settings or load_settings()
+    return run([Path(p) for p in paths], settings, RunOptions(**options)).results
+
+
+def clear_caches() -> None:
+    """Forget the project modules read for run contexts (cached per run). The catalogue
+    and optax table stay: they are loaded once per process on purpose."""
+    from optax_lint.facts.project.config import (
+        clear_cache,  # project modules read for the run context
+    )
+
+    clear_cache()

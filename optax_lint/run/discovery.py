@@ -1,0 +1,305 @@
+"""Find the Python files to lint, ruff-style.
+
+Directories are walked (sorted, symlinked directories followed but never round a loop)
+for `*.py` and `*.ipynb` files, skipping `exclude`/`extend_exclude` matches and whatever .gitignore
+ignores. Paths the user names are always linted unless `force_exclude` is set, which is
+what pre-commit users want: pre-commit passes every changed file explicitly.
+
+Exclude pattern syntax (relative to `root`, the config file's directory):
+  * no '/' (e.g. `build`, `*.egg-info`): fnmatch against each path component's name;
+  * with '/' (e.g. `tests/fixtures`, `src/**/gen_*.py`): the path relative to `root`,
+    in posix form; `*`, `?`, `[...]` stay in one component, `**` spans directories;
+  * a trailing '/' restricts the pattern to directories (an extension, as in git).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import functools
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from optax_lint.core.gitignore import IgnoreRules, find_repo_root, glob_to_regex
+
+__all__ = ["DEFAULT_EXCLUDE", "Discovery", "Problem", "discover", "is_excluded"]
+
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".*/",  # hidden directories: .git, .venv, .tox, .nox, .eggs, .mypy_cache, ...
+    "venv/",  # virtualenvs by their usual name (any dir with pyvenv.cfg is skipped anyway)
+    "__pycache__/",
+    "build/",
+    "dist/",
+    "_build/",  # sphinx
+    "buck-out/",
+    "node_modules/",
+    "site-packages/",
+    "*.egg-info/",
+)
+
+# What a directory walk lints: Python files and Jupyter notebooks (`extend-exclude =
+# ["*.ipynb"]` leaves notebooks out).
+LINTED_SUFFIXES = (".py", ".ipynb")
+
+# Skipped while walking whatever `exclude` says: git's database and virtualenvs
+# (a directory holding pyvenv.cfg) are never the user's source.
+_VENV_MARKER = "pyvenv.cfg"
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str  # e.g. "No such file or directory", "Permission denied", "symlink loop"
+
+
+@dataclass
+class Discovery:
+    files: list[Path] = field(default_factory=list)  # sorted by posix string, unique
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Exclude:
+    source: str
+    dir_only: bool
+    name_glob: Optional[str]  # patterns without '/': matched against one name
+    path_regex: Optional["re.Pattern[str]"]  # patterns with '/': the relative path
+
+    def matches(self, name: str, rel: Optional[str], is_dir: bool) -> bool:
+        if self.dir_only and not is_dir:
+            return False
+        if self.name_glob is not None:
+            return fnmatch.fnmatchcase(name, self.name_glob)
+        if rel is None or self.path_regex is None:
+            return False
+        return self.path_regex.fullmatch(rel) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(patterns: tuple[str, ...]) -> tuple[_Exclude, ...]:
+    compiled = []
+    for source in patterns:
+        text = source.strip()
+        dir_only = text.endswith("/")
+        text = text.rstrip("/")
+        while text.startswith("./"):
+            text = text[2:]
+        if not text:
+            continue
+        if "/" in text:
+            regex = glob_to_regex(text.lstrip("/"))
+            compiled.append(_Exclude(source, dir_only, None, regex))
+        else:
+            compiled.append(_Exclude(source, dir_only, text, None))
+    return tuple(compiled)
+
+
+def _posix_relative(path: str, root: str) -> Optional[str]:
+    """`path` relative to `root` in posix form; None unless strictly inside root."""
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    if not path.startswith(prefix) or path == root:
+        return None
+    return path[len(prefix) :].replace(os.sep, "/")
+
+
+def _matches_any(
+    excludes: tuple[_Exclude, ...], name: str, rel: Optional[str], is_dir: bool
+) -> bool:
+    return any(e.matches(name, rel, is_dir) for e in excludes)
+
+
+def _is_excluded_abs(
+    path: str, root: str, excludes: tuple[_Exclude, ...], is_dir: bool
+) -> bool:
+    """`path` or any directory between it and `root` matches an exclude pattern."""
+    if not excludes:
+        return False
+    rel = _posix_relative(path, root)
+    if rel is None:  # outside root: only the name can be judged
+        return _matches_any(excludes, os.path.basename(path), None, is_dir)
+    parts = rel.split("/")
+    for depth in range(1, len(parts) + 1):
+        last = depth == len(parts)
+        if _matches_any(excludes, parts[depth - 1], "/".join(parts[:depth]), is_dir or not last):
+            return True
+    return False
+
+
+def is_excluded(path: PathArg, *, root: PathArg, patterns: Sequence[str]) -> bool:
+    """Whether `path` (or a directory above it, up to `root`) matches `patterns`."""
+    absolute = os.path.abspath(path)
+    excludes = _compile(tuple(patterns))
+    return _is_excluded_abs(absolute, os.path.abspath(root), excludes, os.path.isdir(absolute))
+
+
+def _message(error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "symlink loop"
+    return error.strerror or str(error)
+
+
+class _Walker:
+    def __init__(
+        self, root: str, excludes: tuple[_Exclude, ...], respect_gitignore: bool
+    ) -> None:
+        self.root = root
+        self.excludes = excludes
+        self.respect_gitignore = respect_gitignore
+        self.found: dict[str, Path] = {}  # realpath -> the first spelling seen
+        self.problems: list[Problem] = []
+        self.walked: set[tuple[int, int]] = set()
+        self._repos: dict[str, Optional[str]] = {}  # directory -> its repository root
+        self._stacks: dict[str, IgnoreRules] = {}  # directory -> its .gitignore stack
+
+    def add(self, shown: Path, absolute: str, real: Optional[str] = None) -> None:
+        """Record a file once, keyed by its resolved path (`real` if already known)."""
+        self.found.setdefault(real or os.path.realpath(absolute), shown)
+
+    def rules_for(self, directory: str) -> Optional[IgnoreRules]:
+        """The .gitignore stack of the repository holding `directory` (None if none)."""
+        if not self.respect_gitignore:
+            return None
+        if directory not in self._repos:
+            repo = find_repo_root(directory)
+            self._repos[directory] = None if repo is None else str(repo)
+        repo = self._repos[directory]
+        return None if repo is None else self._stack(repo, directory)
+
+    def _stack(self, repo: str, directory: str) -> IgnoreRules:
+        # cached per level: pre-commit names many files in the same folders
+        rules = self._stacks.get(directory)
+        if rules is None:
+            if directory == repo:
+                rules = IgnoreRules.for_root(repo)
+            else:
+                rules = self._stack(repo, os.path.dirname(directory)).child(directory)
+            self._stacks[directory] = rules
+        return rules
+
+    def skipped(self, absolute: str, is_dir: bool) -> bool:
+        """force_exclude's test for a named path: exclude patterns, then .gitignore."""
+        if _is_excluded_abs(absolute, self.root, self.excludes, is_dir):
+            return True
+        rules = self.rules_for(os.path.dirname(absolute))
+        return rules is not None and rules.is_ignored(absolute, is_dir)
+
+    def explicit(self, raw: PathArg, force_exclude: bool) -> None:
+        shown = Path(raw)
+        absolute = os.path.abspath(raw)
+        try:
+            is_dir = stat.S_ISDIR(os.stat(absolute).st_mode)
+        except OSError as error:  # ENOENT (also for a dangling symlink), ELOOP, EACCES
+            self.problems.append(Problem(str(raw), _message(error)))
+            return
+        if force_exclude and self.skipped(absolute, is_dir):
+            return
+        if not is_dir:
+            self.add(shown, absolute)  # named files are linted whatever their suffix
+            return
+        rules: Optional[IgnoreRules] = None
+        if self.respect_gitignore:
+            repo = find_repo_root(absolute)
+            if repo is None:  # no repository: only .gitignore files inside this tree
+                rules = IgnoreRules.for_root(absolute)
+            elif str(repo) == absolute:
+                rules = self.rules_for(absolute)
+            else:
+                parent = self.rules_for(os.path.dirname(absolute))
+                assert parent is not None
+                rules = parent.child(absolute, explicit=True)  # named: its own exclusion is waived
+        self.walk(shown, absolute, rules)
+
+    def walk(self, shown: Path, absolute: str, rules: Optional[IgnoreRules]) -> None:
+        stack: list[tuple[Path, str, Optional[IgnoreRules], frozenset[tuple[int, int]]]] = [
+            (shown, absolute, rules, frozenset())
+        ]
+        while stack:
+            shown, absolute, rules, ancestors = stack.pop()
+            try:
+                info = os.stat(absolute)
+            except OSError as error:
+                self.problems.append(Problem(str(shown), _message(error)))
+                continue
+            key = (info.st_dev, info.st_ino)
+            if key in ancestors:  # a symlink back to a directory we are inside
+                self.problems.append(Problem(str(shown), "symlink loop"))
+                continue
+            if key in self.walked:  # reached again through another path or argument
+                continue
+            self.walked.add(key)
+            real = os.path.realpath(absolute)  # once per directory, not per file
+            try:
+                with os.scandir(absolute) as scan:
+                    entries = sorted(scan, key=lambda entry: entry.name)
+            except OSError as error:  # typically EACCES: report it and carry on
+                self.problems.append(Problem(str(shown), _message(error)))
+                continue
+            subdirs = []
+            for entry in entries:
+                item = self.visit(entry, shown, real, rules)
+                if item is not None:
+                    subdirs.append((*item, ancestors | {key}))
+            stack.extend(reversed(subdirs))
+
+    def visit(
+        self, entry: "os.DirEntry[str]", parent: Path, real_parent: str,
+        rules: Optional[IgnoreRules],
+    ) -> Optional[tuple[Path, str, Optional[IgnoreRules]]]:
+        """Handle one directory entry; return a subdirectory still to walk."""
+        name, absolute = entry.name, entry.path  # entry.path is absolute
+        try:
+            is_dir = entry.is_dir()  # follows symlinks; FileNotFoundError becomes False
+        except OSError as error:  # ELOOP: a symlink chain that never ends
+            if not self.ignored(name, absolute, False, rules):
+                self.problems.append(Problem(str(parent / name), _message(error)))
+            return None
+        if is_dir:
+            if name == ".git" or os.path.isfile(os.path.join(absolute, _VENV_MARKER)):
+                return None
+            if self.ignored(name, absolute, True, rules):
+                return None
+            if rules is not None:
+                if os.path.lexists(os.path.join(absolute, ".git")):
+                    rules = IgnoreRules.for_root(absolute)  # a nested repository's own rules
+                else:
+                    rules = rules.child(absolute)
+            return parent / name, absolute, rules
+        if not name.endswith(LINTED_SUFFIXES) or self.ignored(name, absolute, False, rules):
+            return None
+        if entry.is_symlink():
+            if entry.is_file():
+                self.add(parent / name, absolute)
+            else:  # dangling link to a would-be Python file
+                self.problems.append(Problem(str(parent / name), os.strerror(errno.ENOENT)))
+        elif entry.is_file():
+            self.add(parent / name, absolute, os.path.join(real_parent, name))
+        return None
+
+    def ignored(self, name: str, absolute: str, is_dir: bool, rules: Optional[IgnoreRules]) -> bool:
+        if _matches_any(self.excludes, name, _posix_relative(absolute, self.root), is_dir):
+            return True
+        return rules is not None and rules.is_ignored(absolute, is_dir)
+
+
+def discover(
+    paths: Sequence[PathArg],
+    *,
+    root: PathArg,
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    extend_exclude: Sequence[str] = (),
+    force_exclude: bool = False,
+    respect_gitignore: bool = True,
+) -> Discovery:
+    """Expand `paths` (files and directories) into the Python files to lint."""
+    excludes = _compile(tuple(exclude) + tuple(extend_exclude))
+    walker = _Walker(os.path.abspath(root), excludes, respect_gitignore)
+    for raw in paths:
+        walker.explicit(raw, force_exclude)
+    files = sorted(walker.found.values(), key=lambda path: path.as_posix())
+    return Discovery(files=files, problems=walker.problems)

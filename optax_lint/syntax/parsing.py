@@ -1,0 +1,92 @@
+"""Parsing a source text: CPython's parser first (cheap, linear, and final on nesting
+libcst would take superlinear time over), then libcst; syntax errors and the engine's
+own codes as findings."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.core.diagnostics import Finding
+from optax_lint.core.meta import SYNTAX_ERROR, meta_finding
+from optax_lint.syntax.positions import parse_ast
+
+_CST_AT = re.compile(r"error at (\d+):(\d+)")
+
+
+def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[Finding]]:
+    try:
+        return cst.parse_module(text), None
+    except cst.ParserSyntaxError as exc:
+        message = str(exc.message if hasattr(exc, "message") else exc).strip().splitlines()[0]
+        at = _CST_AT.search(message)  # "parser error: error at 3:4: ..." (0-based column) is exact
+        line, column = (int(at[1]), int(at[2]) + 1) if at else (exc.raw_line, exc.raw_column + 1)
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column)
+    except RecursionError:
+        return None, meta_finding(SYNTAX_ERROR, path, "SyntaxError: the file is too deeply nested to parse")
+    except (MemoryError, ValueError, TypeError) as exc:
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: cannot parse: {exc}")
+
+
+# Limits every CPython version enforces. libcst would accept deeper input, but its parse
+# time grows superlinearly with nesting depth (a 1000-deep `[[[...]]]` costs ~4 s, a
+# 200,000-term `1+1+...` line never finishes), so these verdicts are final.
+_CPYTHON_LIMITS = (
+    "too many nested parentheses",
+    "too many levels of indentation",
+    "too many statically nested blocks",
+    "too deeply nested",
+    "too complex",
+)
+
+
+def cpython_check(text: str, path: str) -> tuple[Optional[Finding], bool]:
+    """CPython's own parser first (~0.15x the libcst parse, linear time): returns
+    (syntax-error finding or None, final). `final` means libcst must not be tried:
+    nesting beyond CPython's limits. Other errors may be syntax newer than the running
+    interpreter, which libcst decides; when libcst fails too, CPython's message and
+    position are the ones to report (libcst puts tokenizer errors at 1:1)."""
+    try:
+        parse_ast(text)
+        return None, False
+    except (RecursionError, MemoryError) as exc:  # 3.11: "Parser stack overflowed", AST depth
+        detail = f"the file is too deeply nested to parse ({type(exc).__name__}: {exc})"
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {detail}"), True
+    except SyntaxError as exc:
+        message = (exc.msg or "invalid syntax").strip().splitlines()[0]
+        final = any(limit in message for limit in _CPYTHON_LIMITS)
+        line, column = max(exc.lineno or 1, 1), max(exc.offset or 1, 1)
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column), final
+    except ValueError as exc:  # e.g. NUL bytes (read_source rejects binary files first)
+        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {exc}"), True
+
+
+def quick_syntax_check(text: str, path: str) -> Optional[Finding]:
+    """Syntax check for files no rule looks at: CPython's parser, confirmed by libcst
+    (which knows newer syntax than the running interpreter may)."""
+    error, final = cpython_check(text, path)
+    if error is None or final:
+        return error
+    module, cst_error = parse(text, path)
+    return None if module is not None else better_syntax_error(error, cst_error)
+
+
+def better_syntax_error(cpython_error: Optional[Finding], cst_error: Optional[Finding]) -> Optional[Finding]:
+    """Both parsers refused the file. CPython's message and position are better (libcst
+    puts tokenizer errors at 1:1), unless CPython may have stopped at syntax newer than
+    itself (`type X = ...` on 3.11 is "invalid syntax") and libcst's parser got further."""
+    if cpython_error is None or cst_error is None:
+        return cpython_error or cst_error
+    newer = cpython_error.message.removeprefix("SyntaxError: ") in _NEWER_SYNTAX_MESSAGES
+    if newer and cst_error.message.startswith("SyntaxError: parser error") and cst_error.span.line > cpython_error.span.line:
+        return cst_error
+    return cpython_error
+
+
+# What CPython 3.10/3.11 say about 3.12-3.14 syntax (PEP 695/696 generics and aliases,
+# PEP 701 f-strings, PEP 750 t-strings, PEP 758 except lists).
+_NEWER_SYNTAX_MESSAGES = frozenset(
+    {"invalid syntax", "expected '('", "f-string: expecting '}'", "multiple exception types must be parenthesized"}
+)

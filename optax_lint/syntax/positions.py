@@ -1,0 +1,254 @@
+"""Source positions, computed only for what is reported.
+
+libcst's PositionProvider runs codegen over the whole module, about 2.7x the parse,
+which would triple the cost of every file with a single finding. Instead, a node's
+position is computed inside its top-level statement only: that statement alone is
+wrapped in a scratch Module (same node objects, so identities hold) and resolved,
+then shifted by the line where the statement starts, which CPython's `ast` gives for
+~0.06x the parse. Top-level statements have no indentation, so columns carry over
+unchanged. Anything unusual (a file `ast` cannot parse, a node outside every
+statement) falls back to resolving the whole module once.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from typing import Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from optax_lint.core.diagnostics import Span
+from optax_lint.syntax.walker import children
+
+_LAST_AST: list = [None, None]  # [text, tree]: the engine's syntax check and positions share one parse
+
+
+def parse_ast(text: str) -> ast.Module:
+    """`ast.parse`, remembering the last result: the engine checks syntax with CPython's
+    parser and positions need the same tree's statement lines, so parse once."""
+    if _LAST_AST[0] is text:
+        return _LAST_AST[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text)
+    _LAST_AST[0], _LAST_AST[1] = text, tree
+    return tree
+
+
+class Positions:
+    def __init__(self, module: cst.Module, text: Optional[str] = None) -> None:
+        self.module = module
+        self.text = text
+        self._full: Optional[dict] = None
+        self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
+        self._starts: Optional[list[int]] = None  # first code line of each top-level statement
+        self._local: dict[int, dict] = {}  # statement index -> positions inside it
+        self._simple: dict[int, cst.SimpleStatementLine] = {}  # id(node) -> innermost simple statement line
+        self._simple_at: dict[int, Optional[dict]] = {}  # statement index -> {id(line): (lineno, indent)}
+        self._simple_local: dict[int, dict] = {}  # id(line) -> positions inside that line alone
+
+    # -- fallbacks ----------------------------------------------------------
+    def _resolve_full(self) -> dict:
+        if self._full is None:
+            # unsafe_skip_copy: positions must refer to the very nodes the rules hold.
+            self._full = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._full
+
+    # -- per-statement path -------------------------------------------------
+    def _statement_starts(self) -> Optional[list[int]]:
+        if self._starts is not None:
+            return self._starts or None
+        self._starts = []
+        if self.text is None:
+            return None
+        try:
+            tree = parse_ast(self.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        body = tree.body
+        starts = []
+        cursor = 0
+        for stmt in self.module.body:
+            count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+            if cursor + count > len(body):
+                return None
+            first = body[cursor]
+            line = first.lineno
+            decorators = getattr(first, "decorator_list", None)
+            if decorators:
+                line = min([line] + [d.lineno for d in decorators])
+            starts.append(line)
+            cursor += count
+        if cursor != len(body):
+            return None
+        self._starts = starts
+        return starts
+
+    def _owner_of(self, node: cst.CSTNode) -> Optional[int]:
+        """Index of the top-level statement holding `node`. Statements are mapped one at
+        a time, in order, only until the node is found."""
+        if self._owner is None:
+            self._owner = {}
+            self._mapped = 0
+        key = id(node)
+        found = self._owner.get(key)
+        body = self.module.body
+        while found is None and self._mapped < len(body):
+            index = self._mapped
+            owner, simple_of = self._owner, self._simple
+            stack = [(body[index], None)]
+            while stack:  # order does not matter here: a plain stack walk
+                current, simple = stack.pop()
+                owner[id(current)] = index
+                if isinstance(current, cst.SimpleStatementLine):
+                    simple = current
+                if simple is not None:
+                    simple_of[id(current)] = simple
+                stack.extend((child, simple) for child in children(current))
+            self._mapped += 1
+            found = owner.get(key)
+        return found
+
+    def _local_positions(self, index: int) -> dict:
+        positions = self._local.get(index)
+        if positions is None:
+            stmt = self.module.body[index]
+            scratch = cst.Module(
+                body=[stmt],
+                default_indent=self.module.default_indent,
+                default_newline=self.module.default_newline,
+            )
+            positions = MetadataWrapper(scratch, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._local[index] = positions
+        return positions
+
+    # -- per-line path: a node inside a nested simple statement line ----------------
+    # Resolving the whole top-level statement costs a codegen of all of it (a 200-line
+    # `def train()` for one finding); the innermost simple statement line is enough. It is
+    # resolved inside a scratch `if _:` block indented exactly as it is in the file (the
+    # enclosing blocks' indents joined), so every column comes out as in the file; its
+    # first line comes from the matching `ast` statement.
+    def _simple_lines(self, index: int) -> Optional[dict]:
+        if index not in self._simple_at:
+            found: dict = {}
+            tree_body = parse_ast(self.text).body
+            starts_at = sum(len(s.body) if isinstance(s, cst.SimpleStatementLine) else 1 for s in self.module.body[:index])
+            stmt = self.module.body[index]
+            ok = not isinstance(stmt, cst.SimpleStatementLine) and _pair_block(
+                [stmt], tree_body[starts_at:starts_at + 1], found, "", self.module.default_indent
+            )
+            self._simple_at[index] = found if ok else None
+        return self._simple_at[index]
+
+    def _line_span(self, node: cst.CSTNode, index: int) -> Optional[Span]:
+        line = self._simple.get(id(node))
+        if line is None or line is self.module.body[index]:
+            return None
+        where = (self._simple_lines(index) or {}).get(id(line))
+        if where is None:
+            return None
+        lineno, indent = where
+        positions = self._simple_local.get(id(line))
+        if positions is None:
+            holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[line], indent=indent))
+            scratch = cst.Module(body=[holder], default_indent=self.module.default_indent,
+                                 default_newline=self.module.default_newline)
+            positions = self._simple_local[id(line)] = MetadataWrapper(scratch, unsafe_skip_copy=True).resolve(PositionProvider)
+        rng = positions.get(node)
+        if rng is None:
+            return None
+        shift = lineno - (2 + len(line.leading_lines))  # the `if _:` line, then the leading lines
+        return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
+
+    def _local_span(self, node: cst.CSTNode) -> Optional[Span]:
+        starts = self._statement_starts()
+        if starts is None:
+            return None
+        index = self._owner_of(node)
+        if index is None:
+            return None
+        nested = self._line_span(node, index)
+        if nested is not None:
+            return nested
+        rng = self._local_positions(index).get(node)
+        if rng is None:
+            return None
+        stmt = self.module.body[index]
+        # In the scratch module the statement's leading blank/comment lines come first.
+        shift = starts[index] - 1 - len(stmt.leading_lines)
+        return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
+
+    def span(self, node: cst.CSTNode) -> Span:
+        """1-based line/column span, end exclusive; columns are characters."""
+        local = self._local_span(node)
+        if local is not None:
+            return local
+        rng = self._resolve_full().get(node)
+        if rng is None:
+            return Span(1, 1, 1, 1)
+        return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+
+
+def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) -> bool:
+    """Match libcst statements with their `ast` statements, recording each nested simple
+    statement line's (first line, indentation). False on any disagreement."""
+    cursor = 0
+    for stmt in statements:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if cursor + len(stmt.body) > len(nodes):
+                return False
+            found[id(stmt)] = (nodes[cursor].lineno, indent)
+            cursor += len(stmt.body)
+            continue
+        if cursor >= len(nodes):
+            return False
+        if not _pair_compound(stmt, nodes[cursor], found, indent, unit):
+            return False
+        cursor += 1
+    return cursor == len(nodes)
+
+
+def _pair_suite(block, nodes: list, found: dict, indent: str, unit: str) -> bool:
+    if not isinstance(block, cst.IndentedBlock):
+        return True  # `if x: y` on one line: its small statements belong to the header line
+    inner = indent + (block.indent if block.indent is not None else unit)
+    return _pair_block(list(block.body), nodes, found, inner, unit)
+
+
+_COMPOUND = {
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef), cst.ClassDef: (ast.ClassDef,),
+    cst.If: (ast.If,), cst.For: (ast.For, ast.AsyncFor), cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith), cst.Try: (ast.Try,),
+}
+
+
+def _pair_compound(stmt, node, found: dict, indent: str, unit: str) -> bool:
+    expected = _COMPOUND.get(type(stmt))
+    if expected is None:
+        return True  # match, try*, ...: one statement, not descended (the top-level path serves it)
+    if not isinstance(node, expected):
+        return False
+    if not _pair_suite(stmt.body, node.body, found, indent, unit):
+        return False
+    if isinstance(stmt, cst.If):
+        orelse = stmt.orelse
+        if orelse is None:
+            return not node.orelse
+        if isinstance(orelse, cst.If):
+            return len(node.orelse) == 1 and _pair_compound(orelse, node.orelse[0], found, indent, unit)
+        return _pair_suite(orelse.body, node.orelse, found, indent, unit)
+    if isinstance(stmt, (cst.For, cst.While)):
+        if stmt.orelse is None:
+            return not node.orelse
+        return _pair_suite(stmt.orelse.body, node.orelse, found, indent, unit)
+    if isinstance(stmt, cst.Try):
+        if len(stmt.handlers) != len(node.handlers):
+            return False
+        if (stmt.orelse is None) != (not node.orelse) or (stmt.finalbody is None) != (not node.finalbody):
+            return False
+        return all(_pair_suite(h.body, a.body, found, indent, unit) for h, a in zip(stmt.handlers, node.handlers)) and (
+            stmt.orelse is None or _pair_suite(stmt.orelse.body, node.orelse, found, indent, unit)
+        ) and (stmt.finalbody is None or _pair_suite(stmt.finalbody.body, node.finalbody, found, indent, unit))
+    return True
