@@ -164,17 +164,17 @@ def _read_toml(path: Path) -> dict:
     folder = _TABLE_CACHE[0]
     if folder is None:
         return tomllib.loads(data.decode("utf-8"))
-    from optax_lint.run import cache
+    from optax_lint.core import cache_files
 
     stored = folder / f"{path.stem}-{hashlib.blake2b(data, digest_size=16).hexdigest()}.json"
-    parsed = cache.read_checked(stored)
+    parsed = cache_files.read_checked(stored)
     if isinstance(parsed, dict):
         return parsed
     parsed = tomllib.loads(data.decode("utf-8"))
     try:
-        cache.ensure_dir(folder.parent)
+        cache_files.ensure_dir(folder.parent)
         folder.mkdir(exist_ok=True)
-        cache.write_checked(stored, json.dumps(parsed))
+        cache_files.write_checked(stored, json.dumps(parsed))
     except (OSError, ValueError, TypeError):  # not writable, or a value JSON cannot hold
         pass
     return parsed

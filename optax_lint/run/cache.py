@@ -34,6 +34,7 @@ from typing import Optional
 
 from optax_lint import __version__
 from optax_lint.core import readlog
+from optax_lint.core.cache_files import CACHEDIR_TAG, ensure_dir, read_checked, write_checked
 from optax_lint.core.diagnostics import (
     Applicability,
     Edit,
@@ -48,11 +49,6 @@ from optax_lint.core.diagnostics import (
 CACHE_DIR_NAME = ".optax_lint_cache"
 FORMAT = 1
 RACY_NS = 2_000_000_000  # coarse file-system timestamps (FAT: 2 s) cannot be trusted closer than this
-CACHEDIR_TAG = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by optax-lint.\n"
-    "# For information about cache directory tags see https://bford.info/cachedir/\n"
-)
 _FINGERPRINT: list[Optional[str]] = [None]
 
 
@@ -296,45 +292,6 @@ class ResultCache:
         except (OSError, ValueError, TypeError):  # read-only tree, full disk, ...: run without
             return
         self._new.clear()
-
-
-def ensure_dir(directory: Path) -> None:
-    """Create the cache folder with its .gitignore and CACHEDIR.TAG."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in ((".gitignore", "# Automatically created by optax-lint.\n*\n"), ("CACHEDIR.TAG", CACHEDIR_TAG)):
-        marker = directory / name
-        if not marker.exists():
-            marker.write_text(text, encoding="utf-8")
-
-
-def write_checked(file: Path, body: str) -> None:
-    """Write `<checksum>\n<body>` to a temporary file beside `file`, then rename it over."""
-    import tempfile  # imports `random`: only a run that writes pays for it
-
-    checksum = hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(checksum + "\n" + body)
-        os.replace(tmp, file)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def read_checked(file: Path):
-    """The JSON a `write_checked` file holds; None when missing, unreadable or damaged."""
-    try:
-        raw = file.read_text(encoding="utf-8")
-        checksum, _, body = raw.partition("\n")
-        if hashlib.blake2b(body.encode(), digest_size=16).hexdigest() != checksum:
-            return None
-        return json.loads(body)
-    except (OSError, ValueError, UnicodeError):
-        return None
 
 
 def _read_entries(file: Path) -> dict:
