@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional
 
 from optax_lint.core.diagnostics import Finding
-from optax_lint.reporters.full import _lines as source_lines
+from optax_lint.core.source import source_lines
 
 
 @dataclass(frozen=True)

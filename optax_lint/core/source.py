@@ -385,3 +385,15 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# Python's (and libcst's) line breaks; str.splitlines would also split on \f, \x1c, ...
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(source: str) -> list[str]:
+    """The lines of a text as Python counts them (no line breaks kept)."""
+    lines = _LINE_BREAK.split(source)
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()  # the "line" after a final newline
+    return lines

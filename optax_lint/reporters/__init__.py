@@ -7,30 +7,11 @@ needs; each format lives in its own small module.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping
 
 from optax_lint.core.diagnostics import FileResult, Finding
-
-
-@dataclass
-class ReportOptions:
-    color: bool = False
-    unsafe_fixes: bool = False  # --unsafe-fixes given: unsafe fixes count as fixable
-    show_fixes: bool = True  # print "= help: <fix title>" lines in the full format
-    statistics: bool = False  # a per-code table instead of the findings
-    quiet: bool = False  # findings only: no summary line
-    fixed_total: int = 0  # fixes applied in this run, for "(K fixed, M remaining)"
-    fail_level: Optional[str] = None  # --fail-level: the summary says which findings do not fail the run
-
-
-# Imported after ReportOptions so the format modules can be loaded in any order.
-from optax_lint.reporters import (
-    concise,
-    full,
-    github,
-    json,  # noqa: E402
-)
+from optax_lint.reporters import concise, full, github, json
+from optax_lint.reporters.options import ReportOptions
 
 Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
 

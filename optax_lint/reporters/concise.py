@@ -1,4 +1,4 @@
-"""The concise format, `path:line:col: CODE severity [*] message`, and the styling it shares.
+"""The concise format, `path:line:col: CODE severity [*] message`.
 
 The full format's first line is exactly this line, so the header lives here.
 """
@@ -7,29 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from optax_lint.core.diagnostics import Finding, Severity
+from optax_lint.core.diagnostics import Finding
+from optax_lint.reporters.style import BOLD, SEVERITY_COLOR, fix_marker, paint
+from optax_lint.reporters.summary import tail
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
-
-BOLD = "1"
-RED = "31"
-YELLOW = "33"
-CYAN = "36"
-
-SEVERITY_COLOR = {Severity.ERROR: RED, Severity.WARNING: YELLOW, Severity.INFO: CYAN}
-
-
-def paint(text: str, style: str, options: ReportOptions) -> str:
-    """Wrap `text` in an ANSI style when colour is on; never emit escapes otherwise."""
-    if not options.color or not text:
-        return text
-    return f"\x1b[{style}m{text}\x1b[0m"
-
-
-def fix_marker(options: ReportOptions) -> str:
-    return "[" + paint("*", CYAN, options) + "]"
-
+    from optax_lint.reporters.options import ReportOptions
 
 def header(finding: Finding, options: ReportOptions) -> str:
     """`path:line:col: CODE severity [*] message` (`path:cell N:line:col:` in a
@@ -47,10 +30,6 @@ def header(finding: Finding, options: ReportOptions) -> str:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
-    from optax_lint.reporters.summary import (
-        tail,  # shared with full; imported late to keep modules acyclic
-    )
-
     if options.statistics:
         return tail(findings, options)
     lines = [header(f, options) for f in findings]

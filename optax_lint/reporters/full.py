@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from optax_lint.core.diagnostics import Finding, Span
-from optax_lint.reporters.concise import CYAN, SEVERITY_COLOR, header, paint
+from optax_lint.core.source import source_lines
+from optax_lint.reporters.concise import header
+from optax_lint.reporters.style import CYAN, SEVERITY_COLOR, paint
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 TAB_SIZE = 4
 CONTEXT = 1  # lines shown above and below the span
 MAX_SPAN_LINES = 8  # longer spans show their first and last line around "..."
-
-# Python's (and libcst's) line breaks; str.splitlines would also split on \f, \x1c, ...
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def _lines(source: str) -> list[str]:
-    lines = _LINE_BREAK.split(source)
-    if lines and lines[-1] == "" and len(lines) > 1:
-        lines.pop()  # the "line" after a final newline
-    return lines
-
 
 def _char_width(ch: str) -> int:
     if unicodedata.combining(ch) or ch in "\u200b\u200c\u200d\ufeff":
@@ -94,7 +84,7 @@ def _caret_line(text: str, start: int, end: int) -> tuple[str, str]:
 def code_frame(finding: Finding, source: Optional[str], options: ReportOptions) -> tuple[list[str], int]:
     """The frame's lines (no trailing newlines) and the gutter width it used."""
     span = finding.span
-    lines = _lines(source) if source is not None else []
+    lines = source_lines(source) if source is not None else []
     if not 1 <= span.line <= len(lines):
         return [], len(str(span.line))  # no source, or a stale span: header and notes only
     segments = _segments(span, lines)

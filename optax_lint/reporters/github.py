@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Mapping
 from optax_lint.core.diagnostics import Finding, Severity
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

@@ -16,7 +16,7 @@ from optax_lint.core.diagnostics import Finding, Severity, Span
 from optax_lint.core.fingerprints import finding_keys
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 SEVERITY = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
 

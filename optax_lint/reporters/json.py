@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Mapping
 from optax_lint.core.diagnostics import Finding
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping
 from optax_lint.core.diagnostics import Finding
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 # Characters XML 1.0 cannot carry even escaped; a hostile file name or message must not
 # make the whole report unparseable.

@@ -21,7 +21,7 @@ from optax_lint.core.diagnostics import Finding, Severity, Span
 from optax_lint.core.fingerprints import finding_keys
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_NAME = "optaxLint/v1"  # bump the suffix if the key ever changes meaning

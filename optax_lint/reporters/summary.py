@@ -6,10 +6,10 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from optax_lint.core.diagnostics import Applicability, Finding
-from optax_lint.reporters.concise import fix_marker
+from optax_lint.reporters.style import fix_marker
 
 if TYPE_CHECKING:
-    from optax_lint.reporters import ReportOptions
+    from optax_lint.reporters.options import ReportOptions
 
 
 def _plural(n: int, word: str, suffix: str = "s") -> str:
