@@ -91,12 +91,13 @@ class DocumentLinter:
             return Settings(start, None, default, rule_options=_default_rule_options(catalogue), catalogue=catalogue)
 
     def _setup(self, uri: str, default_name: str):
-        from optax_lint.run.api import RunOptions, _declared_context
+        from optax_lint.run.options import RunOptions
+        from optax_lint.run.per_file import declared_context
         from optax_lint.run.discovery import is_excluded
 
         path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)
-        common = dict(context=_declared_context(path, settings, RunOptions()), root=str(settings.root))
+        common = dict(context=declared_context(path, settings, RunOptions()), root=str(settings.root))
         patterns = [*(settings.exclude or []), *settings.extend_exclude]  # what the user excluded, as --force-exclude
         codes = set() if patterns and is_excluded(path, root=settings.root, patterns=patterns) else settings.codes_for_path(path)
         return path.name, codes, settings.rule_options, common

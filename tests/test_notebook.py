@@ -234,7 +234,7 @@ def test_a_fix_touching_a_magic_line_is_refused() -> None:
 
 def test_the_fix_gate_refuses_magic_edits_end_to_end() -> None:
     """The gate sees the edit a fix makes to the module: one over the placeholder is refused."""
-    from optax_lint.notebook.lint import _gate
+    from optax_lint.notebook.lint import cell_gate as _gate
 
     raw = nbformat_.parse(notebook(["import optax\n!ls\n" + BAD_CHAIN]))
     layout = Layout(raw.cells)
@@ -468,7 +468,7 @@ def test_fixed_notebook_can_be_returned_instead_of_written(tmp_path: Path) -> No
     """For callers that output the fixed notebook themselves (stdin): `write = False` and a
     `read` that supplies the file's text."""
     from optax_lint.core.source import read_source
-    from optax_lint.notebook import lint_notebook_file
+    from optax_lint.run.notebook_file import lint_notebook_file
 
     path = tmp_path / "nb.ipynb"
     before = notebook(["import optax\n", BAD_CHAIN])

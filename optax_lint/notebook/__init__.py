@@ -3,7 +3,8 @@
 `format` finds the cells in the JSON text and splices fixed sources back into it;
 `magics` turns IPython-only lines into placeholders; `layout` joins the cells into
 one logical module and maps lines (and fix edits) back to cells; `lint` runs the
-engine over a notebook file (or an editor's cells). Findings carry the cell number
+engine over an editor's cells and holds what `run/notebook_file.py` needs to lint a
+notebook file. Findings carry the cell number
 and the line within the cell: `nb.ipynb:cell 3:2:5: OPX101 ...`.
 """
 
@@ -12,8 +13,7 @@ from optax_lint.notebook.lint import (
     cell_findings,
     cell_locations,
     fix_cells,
-    lint_notebook_file,
     notebook_text,
 )
 
-__all__ = ["SIZE_FACTOR", "cell_findings", "cell_locations", "fix_cells", "lint_notebook_file", "notebook_text"]
+__all__ = ["SIZE_FACTOR", "cell_findings", "cell_locations", "fix_cells", "notebook_text"]

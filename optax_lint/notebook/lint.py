@@ -3,28 +3,25 @@ mapped back to cells, fixes gated to one cell and spliced back into the JSON."""
 
 from __future__ import annotations
 
-import copy
 import difflib
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from optax_lint.core.diagnostics import Edit, FileResult, Finding, Span
+from optax_lint.core.diagnostics import Edit, Finding, Span
 from optax_lint.core.source import (
     SourceError,
     _human_size,
-    encode_text,
     read_source,
-    write_source,
 )
-from optax_lint.notebook.format import NotebookError, RawCell, parse, replace_sources
+from optax_lint.notebook.format import NotebookError, RawCell, parse
 from optax_lint.notebook.layout import Layout
 
 # Outputs (plots, logs) make notebooks large without adding code: the file may be this
 # many times --max-file-size; the code cells themselves must stay within it.
 SIZE_FACTOR = 8
-_PYTHON = ("python", "python3", "ipython", "ipython3")
+PYTHON_LANGUAGES = ("python", "python3", "ipython", "ipython3")
 
 
 def _map_span(layout: Layout, text: str, span: Span) -> tuple[int, Span]:
@@ -45,7 +42,7 @@ def to_cells(findings: list[Finding], layout: Layout, text: str) -> list[Finding
     return findings
 
 
-def _gate(layout: Layout, verify_gate):
+def cell_gate(layout: Layout, verify_gate):
     """Refuse edits outside one linted cell or over a magic line; then --verify's gate."""
     from optax_lint.engine.lint import _text_edit
 
@@ -60,7 +57,7 @@ def _gate(layout: Layout, verify_gate):
     return gate
 
 
-def _verify(layout: Layout, shown: str, worker) -> list:
+def verify_cells(layout: Layout, shown: str, worker) -> list:
     """--verify's reports, located by cell: `nb.ipynb:cell 7:3:6`."""
     from optax_lint.verify.report import verify_text
 
@@ -74,7 +71,7 @@ def _verify(layout: Layout, shown: str, worker) -> list:
     return reports
 
 
-def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
+def cells_diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
     parts = []
     for number, new in after.items():
         if new != before[number]:
@@ -85,7 +82,7 @@ def _diff(shown: str, before: dict[int, str], after: dict[int, str]) -> str:
     return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
 
 
-def _read(path: Path, max_file_bytes: int, read=None):
+def read_notebook(path: Path, max_file_bytes: int, read=None):
     """The notebook file's text (SourceError if it cannot be read); `read` replaces the
     disk (stdin)."""
     if read is not None:
@@ -98,7 +95,7 @@ def _read(path: Path, max_file_bytes: int, read=None):
         raise
 
 
-def _layout(text: str, max_file_bytes: int):
+def notebook_layout(text: str, max_file_bytes: int):
     """(parsed notebook, layout); NotebookError, or SourceError if the code is too large."""
     nb = parse(text)
     layout = Layout(nb.cells)
@@ -127,7 +124,7 @@ def cell_locations(text: str, shown: str, report: str) -> str:
     return re.sub(re.escape(shown) + r":(\d+)", spell, report)
 
 
-def _problems(layout: Layout, shown: str, codes: set[str]) -> list[Finding]:
+def cell_problems(layout: Layout, shown: str, codes: set[str]) -> list[Finding]:
     """OPX001 for each cell that does not parse on its own (the other cells are linted)."""
     from optax_lint.core.meta import SYNTAX_ERROR, meta_finding
 
@@ -161,7 +158,7 @@ def cell_findings(cells: list[tuple[int, str]], shown: str, codes: set[str], rul
             # An editor applies the edits to the finding's own cell: anything else is not offered.
             if any(layout.refusal(text, *span) or layout.locate(text, e.span.line)[0] != cell for span, e in zip(spans, fix.edits)):
                 fix.edits = []
-    return _problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
+    return cell_problems(layout, shown, codes) + to_cells(run.findings, layout, layout.text)
 
 
 def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_options: dict, common: dict) -> dict[int, str]:
@@ -171,69 +168,6 @@ def fix_cells(cells: list[tuple[int, str]], shown: str, codes: set[str], rule_op
 
     layout = Layout([RawCell(number, text, (0, 0), None) for number, text in cells])
     before = layout.sources(layout.text)
-    fixed = engine.fix_text(layout.text, shown, codes, rule_options, gate=_gate(layout, None), on_edits=layout.applied, **common)
+    fixed = engine.fix_text(layout.text, shown, codes, rule_options, gate=cell_gate(layout, None), on_edits=layout.applied, **common)
     after = layout.sources(fixed.text)
     return {number: text for number, text in after.items() if text != before[number]}
-
-
-def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
-    """lint_file for a notebook: same options, same result shape, findings per cell. The
-    text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
-    from optax_lint.core import meta
-    from optax_lint.engine import lint as engine
-    from optax_lint.run import api
-
-    result = FileResult(shown)
-    try:
-        source = _read(path, options.max_file_bytes, read)
-        nb, layout = _layout(source.text, options.max_file_bytes)
-    except SourceError as exc:
-        return api.read_failure(result, exc, codes), None, 0
-    except NotebookError as exc:
-        if exc.code in codes or exc.code == meta.IO_ERROR:
-            result.findings.append(meta.meta_finding(exc.code, shown, exc.message, exc.line, exc.column))
-        result.error = exc.message
-        return result, source.text, 0
-    if nb.language is not None and nb.language.lower() not in _PYTHON:
-        return result, source.text, 0  # an R or Julia notebook: nothing for us
-    problems = _problems(layout, shown, codes)
-    before = layout.sources(layout.text)
-    result.cell_sources = before
-    declared = api._declared_context(path, settings, options)
-    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
-    if not (options.fix or options.diff):
-        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, **common)
-        if options.with_edits:
-            engine.attach_edits(layout.text, run)
-        result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
-        if options.verify_worker is not None and run.module is not None:
-            result.verification = _verify(layout, shown, options.verify_worker)
-        return result, source.text, run.internal_errors
-    original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
-    fixed = engine.fix_text(
-        layout.text, shown, codes, settings.rule_options, unsafe=options.unsafe_fixes,
-        gate=_gate(layout, api._gate(options, shown)), on_edits=layout.applied, **common,
-    )
-    to_cells(fixed.dropped, original, original.text)
-    result.findings = problems + to_cells(api.fixed_findings(fixed, shown), layout, fixed.text)
-    result.findings.sort(key=lambda f: f.sort_key)
-    after = layout.sources(fixed.text)
-    text = source.text
-    if after != before:
-        result.fixed = fixed.applied
-        if options.diff:
-            result.diff = _diff(shown, before, after)
-            return result, text, fixed.internal_errors + len(fixed.dropped)
-        new_text = replace_sources(nb, after)
-        try:
-            if getattr(options, "write", True):
-                write_source(source, new_text)
-            else:  # the caller outputs the fixed notebook (stdin)
-                encode_text(source, new_text)
-            result.cell_sources, text = after, new_text
-        except SourceError as exc:
-            result.fixed = 0
-            run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
-            result.findings = problems + to_cells(run.findings, original, original.text)
-            result.findings.append(meta.meta_finding(meta.IO_ERROR, shown, f"not fixed: {exc}"))
-    return result, text, fixed.internal_errors + len(fixed.dropped)

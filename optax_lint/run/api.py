@@ -12,12 +12,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from optax_lint.core import readlog
 from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
-from optax_lint.core.meta import INTERNAL_ERROR, IO_ERROR, SYNTAX_ERROR, meta_finding
+from optax_lint.core.meta import IO_ERROR, meta_finding
 from optax_lint.core.source import (
     SourceError,
     SourceFile,
@@ -26,25 +26,8 @@ from optax_lint.core.source import (
     write_source,
 )
 from optax_lint.run.cache import FixMarker as _Marker
-
-if TYPE_CHECKING:
-    from optax_lint.engine.lint import FixRun
-
-
-@dataclass
-class RunOptions:
-    fix: bool = False
-    unsafe_fixes: bool = False
-    diff: bool = False  # compute fixes, write nothing, return a unified diff
-    show_traceback: bool = False
-    max_file_bytes: int = 8 * 1024 * 1024
-    jobs: int = 1
-    with_edits: bool = False  # compute fixes' text edits (JSON output)
-    context: Optional[dict] = None  # run context declared on the command line: {field: value}
-    write: bool = True  # False: --fix returns the fixed text instead of writing it (stdin)
-    verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
-    cache_dir: Optional[Path] = None  # result cache folder (None: no cache); see cache.py
-    progress: Optional[Callable[[int], None]] = None  # called with the number of files just finished
+from optax_lint.run.options import RunOptions
+from optax_lint.run.per_file import declared_context, fixed_findings, read_failure, verify_gate
 
 
 @dataclass
@@ -79,7 +62,7 @@ def lint_file(
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
     if path.suffix.lower() == ".ipynb":
-        from optax_lint.notebook import lint_notebook_file
+        from optax_lint.run.notebook_file import lint_notebook_file
 
         return lint_notebook_file(path, shown, codes, settings, options, read=read)
     try:
@@ -92,7 +75,7 @@ def lint_file(
     )
 
     options_by_code = settings.rule_options
-    declared = _declared_context(path, settings, options)
+    declared = declared_context(path, settings, options)
     root = str(settings.root)
     if not (options.fix or options.diff):
         run = engine.lint_text(
@@ -109,7 +92,7 @@ def lint_file(
     fixed = engine.fix_text(
         source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback,
         context=declared, root=root,
-        gate=_gate(options, shown),
+        gate=verify_gate(options, shown),
     )
     result.findings = fixed_findings(fixed, shown)
     text = source.text
@@ -134,57 +117,6 @@ def lint_file(
                 result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
                 result.findings.append(meta_finding(IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)
-
-
-def read_failure(result: FileResult, exc: SourceError, codes: set[str]) -> FileResult:
-    """`result` reporting a file that could not be read (OPX003) or decoded (OPX001)."""
-    code = SYNTAX_ERROR if exc.kind in ("binary", "decode") else IO_ERROR
-    if code in codes or code == IO_ERROR:
-        result.findings.append(meta_finding(code, result.path, _read_error_message(exc), exc.line or 1, exc.column or 1))
-    result.error = str(exc)
-    return result
-
-
-def fixed_findings(fixed: "FixRun", shown: str) -> list[Finding]:
-    """What remains after fixing: refused fixes carry their evidence, dropped ones an OPX900."""
-    findings = fixed.findings
-    for refused, evidence in fixed.refused:
-        for finding in findings:
-            if finding.code == refused.code and finding.message == refused.message:
-                finding.evidence = {"fix_refused": evidence}
-    for dropped in fixed.dropped:
-        findings.append(
-            meta_finding(
-                INTERNAL_ERROR, shown,
-                f"the fix for {dropped.code} at line {dropped.span.line} would not re-parse; it was not applied",
-                dropped.span.line, dropped.span.column,
-            )
-        )
-    return findings
-
-
-def _gate(options: RunOptions, shown: str):
-    if options.verify_worker is None:
-        return None
-    from optax_lint.verify.gate import make_gate
-
-    return make_gate(options.verify_worker, shown)
-
-
-def _declared_context(path: Path, settings: Settings, options: RunOptions) -> dict:
-    """Run context declared in config (per-path overrides applied) and on the command line."""
-    from optax_lint.facts.context.run_context import ContextError, declared_for
-
-    try:
-        return declared_for(path, settings, options.context)
-    except ContextError:  # the CLI validates the table first; a library caller gets inference only
-        return {k: (v, "cli", None) for k, v in (options.context or {}).items()}
-
-
-def _read_error_message(exc: SourceError) -> str:
-    if exc.kind in ("binary", "decode"):
-        return f"SyntaxError: {exc}"
-    return str(exc)
 
 
 def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
@@ -257,7 +189,7 @@ def _cached(cache, path: Path, settings: Settings, options: RunOptions):
     from optax_lint.run.cache import file_key
 
     shown = display_path(path)
-    fkey = file_key(shown, settings.codes_for_path(path), _declared_context(path, settings, options))
+    fkey = file_key(shown, settings.codes_for_path(path), declared_context(path, settings, options))
     hit = cache.lookup(path, fkey)
     if hit is None:
         return None, fkey
