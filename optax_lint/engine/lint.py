@@ -9,8 +9,8 @@ from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
-from optax_lint.core.catalogue import RuleSpec, load_catalogue
-from optax_lint.core.diagnostics import Applicability, Edit, Finding, Severity, Span
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.core.diagnostics import Edit, Finding, Span
 from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta_finding
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
@@ -298,7 +298,7 @@ def _non_overlapping(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, 
     chosen: list[tuple[int, int, str]] = []
     last_end = -1
     for edit in sorted(edits, key=lambda e: (e[0], e[1])):
-        if edit[0] > last_end or (edit[0] == last_end == edit[1] and False):
+        if edit[0] > last_end:
             chosen.append(edit)
             last_end = edit[1]
     return chosen
@@ -346,20 +346,3 @@ def attach_edits(text: str, run: LintRun) -> None:
 def _line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def severity_of(code: str) -> Severity:
-    return load_catalogue()[code].severity
-
-
-def applicability_counts(findings: list[Finding]) -> dict[Applicability, int]:
-    counts = {a: 0 for a in Applicability}
-    for f in findings:
-        if f.fix is not None:
-            counts[f.fix.applicability] += 1
-    return counts
-
-
-def specs(codes: Iterable[str]) -> list[RuleSpec]:
-    catalogue = load_catalogue()
-    return [catalogue[c] for c in sorted(codes) if c in catalogue]
