@@ -56,10 +56,6 @@ CACHEDIR_TAG = (
 _FINGERPRINT: list[Optional[str]] = [None]
 
 
-def default_dir(root: Path) -> Path:
-    return Path(root) / CACHE_DIR_NAME
-
-
 def is_cache_dir(path: Path) -> bool:
     """A folder optax-lint made (so `clean` may delete it): it holds our CACHEDIR.TAG."""
     try:

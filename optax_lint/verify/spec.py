@@ -146,8 +146,3 @@ def _literal(value: Any, node: cst.CSTNode) -> Spec:
     if isinstance(value, dict):
         return {"dict": [[_literal(k, node), _literal(v, node)] for k, v in value.items()]}
     raise NotVerifiable(f"unsupported value {type(value).__name__}", node)
-
-
-def pipeline_spec(facts: ModuleFacts, pipeline) -> Spec:
-    """The spec of a pipeline's root expression (raises NotVerifiable)."""
-    return SpecBuilder(facts).build(pipeline.call, pipeline.record.scope)
