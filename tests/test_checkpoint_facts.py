@@ -1,4 +1,4 @@
-"""Extraction tests for optax_lint/facts/checkpoints/sites.py (save/restore sites, payloads,
+"""Extraction tests for optax_lint/facts/checkpoints/ (save/restore sites, payloads,
 restore targets, legacy forms, data flow) and a few rule-level near-misses."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import libcst as cst
 import pytest
 
 from optax_lint.engine import lint as engine
-from optax_lint.facts.checkpoints.sites import Flow, checkpoint_facts
+from optax_lint.facts.checkpoints.flow import Flow
+from optax_lint.facts.checkpoints.sites import checkpoint_facts
 from optax_lint.facts.module import ModuleFacts
 
 HEADER = """\

@@ -35,8 +35,6 @@ LAYERS = [
 # applies fails the test too, so the list can only shrink.
 ALLOWED: set[str] = {
     'circle: optax_lint.facts.context.infer <-> optax_lint.facts.context.run_context <-> optax_lint.facts.module <-> optax_lint.facts.project.config',
-    'circle: optax_lint.verify.masks <-> optax_lint.verify.report',
-    'long: optax_lint.facts.checkpoints.sites',
     'long: optax_lint.facts.context.infer',
     'long: optax_lint.facts.parallel.steps',
     'long: optax_lint.facts.project.config',

@@ -178,5 +178,5 @@ class FileResult:
     fixed: int = 0  # fixes applied (with --fix) or that would apply (with --diff)
     diff: Optional[str] = None  # unified diff (with --diff)
     error: Optional[str] = None  # a read/parse/internal problem already turned into a finding
-    verification: list = field(default_factory=list)  # --verify reports (verify.report.PipelineReport)
+    verification: list = field(default_factory=list)  # --verify reports (verify.pipeline_report.PipelineReport)
     cell_sources: dict = field(default_factory=dict)  # notebooks: cell number -> its source, for code frames

@@ -25,6 +25,7 @@ import libcst as cst
 from optax_lint.core.catalogue import load_table
 from optax_lint.core.optax_api import OptaxApi
 from optax_lint.facts.file_role import owning_package
+from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.walker import Binding, CallRecord, Scope, iter_children
 
@@ -482,27 +483,6 @@ class OptimizerOrigin:
     binding: Optional[Binding]  # the receiver's binding that was followed
 
 
-def _positional_index(func: cst.FunctionDef, name: str) -> Optional[int]:
-    params = list(func.params.posonly_params) + list(func.params.params)
-    for i, param in enumerate(params):
-        if param.name.value == name:
-            return i
-    return None
-
-
-def _arg_for(call: cst.Call, func: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
-    if any(a.star for a in call.args):
-        return None
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    index = _positional_index(func, name)
-    positional = [a for a in call.args if a.keyword is None]
-    if index is not None and index < len(positional):
-        return positional[index].value
-    return None
-
-
 def call_sites(facts, function: Scope) -> list[CallRecord]:
     """Direct calls `f(...)` of a module function, where `f` resolves to its def."""
     func = function.node
@@ -553,7 +533,7 @@ def _param_origin(facts, owner: Scope, binding: Binding, depth: int) -> Optional
     from_sites: list[OptimizerOrigin] = []
     all_known = True
     for site in call_sites(facts, owner):
-        arg = _arg_for(site.node, owner.node, binding.name)
+        arg = param_arg(site.node, owner.node, binding.name)
         if arg is not None and _constructed_by(facts, arg, site.scope) in legacy:
             return None
         origin = optimizer_origin(facts, arg, site.scope, depth + 1) if arg is not None else None
@@ -580,14 +560,6 @@ def _constructed_by(facts, expr: cst.BaseExpression, scope: Scope) -> Optional[s
     return facts.canonical(value.func, bindings[0].scope) if isinstance(value, cst.Call) else None
 
 
-def _model_arg(call: cst.Call) -> Optional[cst.BaseExpression]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "model":
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    return positional[0].value if positional else None
-
-
 def _single_binding(name: str, scope: Scope) -> Optional[Binding]:
     _, bindings = lookup(name, scope)
     return bindings[0] if len(bindings) == 1 else None
@@ -602,7 +574,7 @@ def model_name_at(facts, receiver: cst.BaseExpression, scope: Scope) -> Optional
         return None
     binding = bindings[0]
     if binding.kind in ("assign", "annassign") and isinstance(binding.value, cst.Call):
-        model = _model_arg(binding.value)
+        model = call_arg_expr(binding.value, 0, "model")
         if not isinstance(model, cst.Name):
             return None
         there = _single_binding(model.value, binding.scope)
@@ -616,13 +588,13 @@ def model_name_at(facts, receiver: cst.BaseExpression, scope: Scope) -> Optional
         return None
     candidates: Optional[set[str]] = None
     for site in sites:
-        arg = _arg_for(site.node, func, binding.name)
+        arg = param_arg(site.node, func, binding.name)
         if not isinstance(arg, cst.Name):
             return None
         outer = _single_binding(arg.value, site.scope)
         if outer is None or not isinstance(outer.value, cst.Call) or outer.kind not in ("assign", "annassign"):
             return None
-        model = _model_arg(outer.value)
+        model = call_arg_expr(outer.value, 0, "model")
         if not isinstance(model, cst.Name):
             return None
         model_binding = _single_binding(model.value, outer.scope)
@@ -632,7 +604,7 @@ def model_name_at(facts, receiver: cst.BaseExpression, scope: Scope) -> Optional
         for name in function.params:
             if name == binding.name:
                 continue
-            value = _arg_for(site.node, func, name)
+            value = param_arg(site.node, func, name)
             if isinstance(value, cst.Name) and _single_binding(value.value, site.scope) is model_binding:
                 here.add(name)
         candidates = here if candidates is None else candidates & here

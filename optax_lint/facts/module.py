@@ -20,6 +20,7 @@ from optax_lint.facts.pipelines.updates import (
     UpdateSite,
 )
 from optax_lint.facts.schedules.calls import Schedule, ScheduleExtractor
+from optax_lint.syntax.arguments import named_arg
 from optax_lint.syntax.names import NameResolver, qualified_name
 from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, collect
 
@@ -181,11 +182,11 @@ class ModuleFacts:
             if name is None:
                 continue
             if name in TRAIN_STATE_CREATE or name.endswith("TrainState.create"):
-                arg = next((a for a in record.node.args if a.keyword is not None and a.keyword.value == "tx"), None)
+                arg = named_arg(record.node, "tx")
                 kind = "train_state"
             elif name in NNX_OPTIMIZER:
                 positional = [a for a in record.node.args if a.keyword is None]
-                arg = next((a for a in record.node.args if a.keyword is not None and a.keyword.value == "tx"), None)
+                arg = named_arg(record.node, "tx")
                 arg = arg or (positional[1] if len(positional) > 1 else None)
                 kind = "nnx_optimizer"
             else:

@@ -20,6 +20,7 @@ from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.facts.schedules.analysis import schedule_facts
 from optax_lint.recommend.fmt import py_number
 from optax_lint.recommend.request import Request, RequestError
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown
 
 _INJECT = ("inject_hyperparams", "inject_stateful_hyperparams")
@@ -93,7 +94,7 @@ def _value_text(node: TxNode, name: str, facts: ModuleFacts) -> str:
         return repr(value)
     if isinstance(value, (int, float)):
         return py_number(value)
-    return " ".join(cst.Module([]).code_for_node(expr).split()) if expr is not None else "?"
+    return node_text(expr) if expr is not None else "?"
 
 
 def _element(node: TxNode, facts: ModuleFacts) -> str:

@@ -6,7 +6,7 @@ would be confidently wrong, so it is refused (exit 2) instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from optax_lint.facts.context.run_context import ARCHS, ContextError, parse_value
@@ -42,9 +42,6 @@ class Request:
 
     def source(self, name: str) -> str:
         return self.sources.get(name, f"--{name.replace('_', '-')}")
-
-    def with_values(self, **values) -> "Request":
-        return replace(self, **values)
 
 
 def parse_count(flag: str, raw) -> Optional[int]:

@@ -36,7 +36,7 @@ class Outcome:
     sources: dict[str, str] = field(default_factory=dict)  # path -> final text, for code frames
     internal_errors: int = 0
     fixed: int = 0
-    verification: list = field(default_factory=list)  # verify.report.PipelineReport, with --verify
+    verification: list = field(default_factory=list)  # verify.pipeline_report.PipelineReport, with --verify
 
     @property
     def findings(self) -> list[Finding]:

@@ -52,10 +52,6 @@ RACY_NS = 2_000_000_000  # coarse file-system timestamps (FAT: 2 s) cannot be tr
 _FINGERPRINT: list[Optional[str]] = [None]
 
 
-def default_dir(root: Path) -> Path:
-    return Path(root) / CACHE_DIR_NAME
-
-
 def is_cache_dir(path: Path) -> bool:
     """A folder optax-lint made (so `clean` may delete it): it holds our CACHEDIR.TAG."""
     try:

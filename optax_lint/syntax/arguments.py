@@ -1,4 +1,5 @@
-"""Mapping a call's arguments onto the callee's real parameter names."""
+"""A call's arguments: found by keyword or position, or mapped onto the callee's real
+parameter names (`bind`)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,51 @@ def bind(call: cst.Call, scope: Scope, entry: Optional[ApiEntry]) -> BoundArgs:
             bound.unmatched.append(arg)
         position += 1
     return bound
+
+
+def named_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    """The argument passed as `name=...`."""
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    """The arguments passed by position, `*x` left out."""
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def call_arg(call: cst.Call, position: Optional[int], keyword: Optional[str], *, strict: bool = False) -> Optional[cst.Arg]:
+    """The argument passed as `keyword=...`, else the `position`-th positional one (`*x`
+    not counted). `strict`: none by position once a `*x` comes before a positional
+    argument, since where it puts them is unknown."""
+    if keyword is not None:
+        arg = named_arg(call, keyword)
+        if arg is not None:
+            return arg
+    if position is None:
+        return None
+    positional = positional_args(call)
+    if strict and any(a.star for a in call.args[: len(positional)]):
+        return None
+    return positional[position] if position < len(positional) else None
+
+
+def call_arg_expr(call: cst.Call, position: Optional[int], keyword: Optional[str], *, strict: bool = False) -> Optional[cst.BaseExpression]:
+    """The value of `call_arg`."""
+    arg = call_arg(call, position, keyword, strict=strict)
+    return arg.value if arg is not None else None
+
+
+def param_arg(call: cst.Call, func: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    """What a call of `func` passes for its parameter `name`, by keyword or position;
+    None when a `*x`/`**x` may hide it."""
+    if any(a.star for a in call.args):
+        return None
+    arg = named_arg(call, name)
+    if arg is not None:
+        return arg.value
+    params = list(func.params.posonly_params) + list(func.params.params)
+    index = next((i for i, param in enumerate(params) if param.name.value == name), None)
+    positional = positional_args(call)
+    if index is not None and index < len(positional):
+        return positional[index].value
+    return None

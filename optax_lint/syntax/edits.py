@@ -10,6 +10,8 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
+from optax_lint.syntax.nodes import node_code
+
 ModuleEdit = Callable[[cst.Module], cst.Module]
 
 
@@ -295,10 +297,6 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
 LINE_LIMIT = 88
 
 
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
 def one_per_line(call: cst.Call, indent: str) -> cst.Call:
     """`call` with one argument per line at `indent` + 4 and a trailing comma (black's
     layout for a call that does not fit), closing parenthesis back at `indent`."""
@@ -312,13 +310,13 @@ def one_per_line(call: cst.Call, indent: str) -> cst.Call:
 
 
 def is_multi_line(call: cst.Call) -> bool:
-    return "\n" in code_of(call.with_changes(func=cst.Name("f")))
+    return "\n" in node_code(call.with_changes(func=cst.Name("f")))
 
 
 def fit_call(call: cst.Call, indent: str, used: int, limit: int = LINE_LIMIT) -> cst.Call:
     """`call` as is when `used` columns plus its one-line text fit in `limit`, else one
     argument per line. `used` counts what precedes the call on its line and follows it."""
-    if used + len(code_of(call)) <= limit:
+    if used + len(node_code(call)) <= limit:
         return call
     return one_per_line(call, indent)
 

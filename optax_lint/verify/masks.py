@@ -17,7 +17,7 @@ from optax_lint.facts.masks import expr as mx
 from optax_lint.facts.masks.extract import mask_sites
 from optax_lint.facts.masks.param_tree import model_tree, stacked_layers, synthetic_tree
 from optax_lint.syntax.positions import Positions
-from optax_lint.verify.report import PipelineReport
+from optax_lint.verify.pipeline_report import PipelineReport
 
 _EXPECTED = {"kernel": "decayed", "embedding": "decayed", "bias": "not decayed", "scale": "not decayed"}
 

@@ -3,16 +3,16 @@ the properties the rules protect; render the evidence as a table per pipeline.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 import libcst as cst
 
-from optax_lint.core.diagnostics import Span
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.syntax.positions import Positions
 from optax_lint.syntax.values import Unknown
+from optax_lint.verify.masks import mask_reports
+from optax_lint.verify.pipeline_report import PipelineReport
 from optax_lint.verify.spec import NotVerifiable, SpecBuilder
 
 # Which measured property backs which rule (used by --fix --verify).
@@ -25,46 +25,6 @@ RULE_CHECKS = {
     "OPX601": "params",
     "OPX602": "hyperparams",
 }
-_PROPERTY_OF_CHECK = {
-    "clip": "a gradient of global norm 1e6 reaches the optimizer clipped",
-    "decay": "with zero gradients, weights shrink",
-    "descent": "steps on a convex quadratic",
-    "multisteps": "inner schedule advances once per real update",
-    "params": "update without params",
-    "hyperparams": "hyperparams sit where the code reads them",
-}
-
-
-@dataclass
-class PipelineReport:
-    path: str
-    name: str  # how the pipeline is spelled: `tx = optax.chain(...)` -> "tx"
-    span: Span
-    verifiable: bool
-    reason: str = ""  # why not verifiable
-    reason_span: Optional[Span] = None
-    results: list[dict] = field(default_factory=list)
-    schedules: dict = field(default_factory=dict)
-    error: str = ""
-
-    def property(self, check: str) -> Optional[dict]:
-        wanted = _PROPERTY_OF_CHECK[check]
-        for result in self.results:
-            if result["property"].endswith(wanted) or result["property"] == wanted:
-                return result
-        return None
-
-    def to_dict(self) -> dict:
-        return {
-            "path": self.path,
-            "pipeline": self.name,
-            **self.span.to_dict(),
-            "verifiable": self.verifiable,
-            "reason": self.reason or None,
-            "results": self.results,
-            "schedules": self.schedules,
-            "error": self.error or None,
-        }
 
 
 def _read_indexes(facts: ModuleFacts) -> list[int]:
@@ -179,8 +139,6 @@ def verify_module(facts: ModuleFacts, worker, *, only: Optional[set] = None) -> 
         report.schedules = response.get("schedules", {})
         reports.append(report)
     if only is None:
-        from optax_lint.verify.masks import mask_reports
-
         reports.extend(mask_reports(facts, worker))
     return reports
 

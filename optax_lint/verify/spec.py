@@ -16,6 +16,7 @@ import libcst as cst
 
 from optax_lint.core.optax_api import OptaxApi
 from optax_lint.facts.module import ModuleFacts
+from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.values import Unknown, single_binding, value_of
 from optax_lint.syntax.walker import Scope
 
@@ -104,7 +105,7 @@ class SpecBuilder:
             value = value_of(call, scope)  # min(2000 * NUM_DEVICES, 2500): a static value, not a call to run
             if not isinstance(value, Unknown):
                 return _literal(value, call)
-            name = cst.Module([]).code_for_node(func)
+            name = node_code(func)
             raise NotVerifiable(f"{name[:60]}(...) is not a whitelisted optax constructor", call)
         args, kwargs = self._arguments(call, scope, depth)
         return {"call": key, "args": args, "kwargs": kwargs}
@@ -145,8 +146,3 @@ def _literal(value: Any, node: cst.CSTNode) -> Spec:
     if isinstance(value, dict):
         return {"dict": [[_literal(k, node), _literal(v, node)] for k, v in value.items()]}
     raise NotVerifiable(f"unsupported value {type(value).__name__}", node)
-
-
-def pipeline_spec(facts: ModuleFacts, pipeline) -> Spec:
-    """The spec of a pipeline's root expression (raises NotVerifiable)."""
-    return SpecBuilder(facts).build(pipeline.call, pipeline.record.scope)

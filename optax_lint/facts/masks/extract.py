@@ -19,6 +19,7 @@ import libcst as cst
 from optax_lint.facts.masks import expr as mx
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.nodes import is_none, node_code
 from optax_lint.syntax.values import Unknown, single_binding, value_of
 from optax_lint.syntax.walker import Scope
 
@@ -334,7 +335,7 @@ class MaskCompiler:
             if func.value in ("any", "all") and isinstance(arg, cst.GeneratorExp):
                 return _Expr(self._generator(func.value, arg, scope, env, depth))
             return _Expr(["call", func.value, [self._expr(arg, scope, env, depth)]])
-        raise NotInterpretable(f"call to {cst.Module([]).code_for_node(func)[:40]}", node)
+        raise NotInterpretable(f"call to {node_code(func)[:40]}", node)
 
     def _generator(self, kind: str, gen: cst.GeneratorExp, scope: Scope, env: dict, depth: int) -> list:
         comp = gen.for_in
@@ -549,7 +550,7 @@ def _collect_sites(facts) -> list[MaskSite]:
                 expr, kind = node.args.expr("param_labels"), "labels"
             if expr is None or kind is None or id(expr) in seen:
                 continue
-            if isinstance(expr, cst.Name) and expr.value == "None":
+            if is_none(expr):
                 continue
             seen.add(id(expr))
             out.append(MaskSite(kind, node, expr, node.scope, pipeline))

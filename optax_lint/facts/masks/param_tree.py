@@ -17,6 +17,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import walk
@@ -233,7 +234,7 @@ class _TreeReader:
             sub_stack = stack + (4,)
             state["scanned"] = True
         display = (_LIFTS[lift] + class_name) if lift else class_name
-        given = _keyword(call, "name")
+        given = call_arg_expr(call, None, "name")
         sub_name = self._name(call, cls, given, display, counters, method, state)
         if sub_name is None:
             return
@@ -284,12 +285,8 @@ def _role(name: str) -> str:
     return "bias" if "bias" in name else "scale" if "scale" in name else "embedding" if "embed" in name else "kernel"
 
 
-def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
-    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
 def _keyword_value(call: cst.Call, name: str):
-    expr = _keyword(call, name)
+    expr = call_arg_expr(call, None, name)
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
         return expr.value == "True"
     return None
@@ -302,7 +299,7 @@ def _looks_like_module(func: cst.BaseExpression) -> bool:
 
 def _stacks_params(lift_call: cst.Call, scope) -> bool:
     """nn.scan / nn.vmap with variable_axes={"params": <axis>}: params get a layer axis."""
-    axes = _keyword(lift_call, "variable_axes")
+    axes = call_arg_expr(lift_call, None, "variable_axes")
     if isinstance(axes, cst.Name):
         from optax_lint.syntax.values import single_binding
 

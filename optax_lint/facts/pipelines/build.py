@@ -26,6 +26,7 @@ from optax_lint.core.optax_api import (
 from optax_lint.syntax.arguments import BoundArgs, bind
 from optax_lint.syntax.lists import ListModel
 from optax_lint.syntax.names import NameResolver, lookup
+from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.values import Unknown, sign_of, single_binding, value_of
 from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, walk
 
@@ -333,7 +334,7 @@ class PipelineBuilder:
             fn = self._callee_function(call, scope)
             if fn is not None:
                 return self._build_from_function(fn, call, scope, depth)
-            callee = cst.Module([]).code_for_node(call.func)
+            callee = node_code(call.func)
             return TxNode("<unknown>", "unknown", call, scope, reason=f"call to {callee[:60]}")
         node = TxNode(entry.key, entry.kind, call, scope, bind(call, scope, entry), entry)
         if entry.kind == "wrapper":

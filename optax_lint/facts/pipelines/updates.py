@@ -13,6 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.syntax.arguments import call_arg, named_arg
 from optax_lint.syntax.walker import CallRecord
 
 TRAIN_STATE_CREATE = (
@@ -33,14 +34,10 @@ class UpdateSite:
         return self.record.node
 
     def arg(self, position: int, keyword: str) -> Optional[cst.Arg]:
-        for arg in self.call.args:
-            if arg.keyword is not None and arg.keyword.value == keyword:
-                return arg
-        positional = [a for a in self.call.args if a.keyword is None and not a.star]
-        return positional[position] if position < len(positional) else None
+        return call_arg(self.call, position, keyword)
 
     def has_keyword(self, keyword: str) -> bool:
-        return any(a.keyword is not None and a.keyword.value == keyword for a in self.call.args)
+        return named_arg(self.call, keyword) is not None
 
     @property
     def has_star(self) -> bool:

@@ -31,6 +31,7 @@ from optax_lint.facts.file_role import (
     is_test_file,
     owning_package,
 )
+from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import Scope
 
@@ -129,14 +130,14 @@ def _local_function(facts, func: cst.BaseExpression, scope: Scope) -> Optional[S
 
 def _passed_by_callers(facts, function: Scope, name: str, depth: int) -> list[cst.Call]:
     """What local calls of `function` pass for its parameter `name`."""
-    from optax_lint.facts.api_currency import _arg_for, call_sites
+    from optax_lint.facts.api_currency import call_sites
 
     node = function.node
     if not isinstance(node, cst.FunctionDef):
         return []
     out = []
     for site in call_sites(facts, function):
-        arg = _arg_for(site.node, node, name)
+        arg = param_arg(site.node, node, name)
         if arg is not None:
             out.extend(possible_calls(facts, arg, site.scope, depth + 1))
     return out

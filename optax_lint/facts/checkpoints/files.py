@@ -1,0 +1,65 @@
+"""Where a save writes and a restore reads when the call takes a file or bytes: the path
+opened for `f` in `pickle.dump(x, f)`, `f.write(to_bytes(x))`, `from_bytes(t, f.read())`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.syntax.arguments import call_arg_expr
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import CallRecord, Scope
+
+
+def file_path(facts, expr: Optional[cst.BaseExpression], scope: Scope, record: CallRecord) -> Optional[cst.BaseExpression]:
+    """`f` of `with open(path, 'wb') as f` -> `path` (or the expression itself)."""
+    if not isinstance(expr, cst.Name):
+        return expr
+    # The `with` that encloses this call and binds the name wins over other bindings.
+    statement: Optional[cst.CSTNode] = record.statement
+    for _ in range(32):
+        if statement is None or statement is facts.raw.module:
+            break
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                if item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == expr.value:
+                    return opened_path(facts, item.item, scope) or expr
+        statement = facts.raw.parent_stmt.get(statement)
+    _, bindings = lookup(expr.value, scope)
+    if len(bindings) == 1 and isinstance(bindings[0].value, cst.Call):
+        return opened_path(facts, bindings[0].value, bindings[0].scope) or expr
+    return expr
+
+
+def opened_path(facts, opened: cst.BaseExpression, scope: Scope) -> Optional[cst.BaseExpression]:
+    if not isinstance(opened, cst.Call):
+        return None
+    name = facts.canonical(opened.func, scope)
+    if name in ("io.open", "gzip.open", "tensorflow.io.gfile.GFile", "builtins.open") or (
+        isinstance(opened.func, cst.Name) and opened.func.value == "open" and not lookup("open", scope)[1]
+    ):
+        return call_arg_expr(opened, 0, "file", strict=True)
+    if isinstance(opened.func, cst.Attribute) and opened.func.attr.value == "open":
+        return opened.func.value  # pathlib / epath: path.open("wb")
+    return None
+
+
+def written_to(facts, record: CallRecord) -> Optional[cst.BaseExpression]:
+    parent = record.parent_call
+    if parent is not None and isinstance(parent.func, cst.Attribute) and parent.func.attr.value in ("write", "write_bytes"):
+        if parent.func.attr.value == "write_bytes":
+            return parent.func.value
+        return file_path(facts, parent.func.value, record.scope, record)
+    return None
+
+
+def read_from(facts, call: cst.Call, scope: Scope, record: CallRecord) -> Optional[cst.BaseExpression]:
+    """Where the bytes given to from_bytes/loads come from: `f.read()` -> f's path."""
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("read", "read_bytes"):
+            if value.func.attr.value == "read_bytes":
+                return value.func.value
+            return file_path(facts, value.func.value, scope, record)
+    return None

@@ -1,0 +1,26 @@
+"""Small questions about a single libcst node: its source text, whether it is `None`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+# A node's code depends only on the module's default formatting (newline, indent),
+# so one empty module serves every node.
+_EMPTY = cst.Module([])
+
+
+def node_code(node: cst.CSTNode) -> str:
+    """The node's source exactly as written (line breaks and comments kept)."""
+    return _EMPTY.code_for_node(node)
+
+
+def node_text(node: cst.CSTNode) -> str:
+    """The node's source on one line, runs of whitespace collapsed: for messages and keys."""
+    return " ".join(_EMPTY.code_for_node(node).split())
+
+
+def is_none(expr: Optional[cst.BaseExpression]) -> bool:
+    """The literal `None`."""
+    return isinstance(expr, cst.Name) and expr.value == "None"
