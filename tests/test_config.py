@@ -11,11 +11,11 @@ from optax_lint.core.config import (
     MAX_DEPTH,
     ConfigError,
     find_config,
-    glob_matches,
     load_settings,
     resolve_codes,
 )
 from optax_lint.core.diagnostics import Severity
+from optax_lint.core.globs import glob_matches
 
 
 def _spec(code: str, name: str, *, enabled: bool = True, options: tuple[RuleOption, ...] = ()) -> RuleSpec:

@@ -1,4 +1,5 @@
-"""optax_lint.core.gitignore and optax_lint.run.discovery: git-faithful ignores, ruff-like walking."""
+"""optax_lint.core.globs (.gitignore stacks) and optax_lint.run.discovery: git-faithful
+ignores, ruff-like walking. Single patterns against git itself: tests/test_globs.py."""
 
 from __future__ import annotations
 
@@ -9,13 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from optax_lint.core.gitignore import (
-    IgnoreFile,
-    IgnoreRules,
-    Pattern,
-    find_repo_root,
-    glob_to_regex,
-)
+from optax_lint.core.globs import IgnoreFile, IgnoreRules, Patterns, find_repo_root
 from optax_lint.run import discovery as discovery_module
 from optax_lint.run.discovery import DEFAULT_EXCLUDE, Problem, discover, is_excluded
 
@@ -42,89 +37,12 @@ def found(root: Path, *paths, **options) -> list[str]:
     return rel(result, root)
 
 
-# --- gitignore: single patterns, from gitignore(5) and wildmatch ------------------
-
-GITIGNORE_CASES = [
-    # (pattern, path relative to the .gitignore, is_dir, ignored?)
-    # no slash: matches a name at any depth, files and directories alike
-    ("hello.*", "hello.txt", False, True),
-    ("hello.*", "a/b/hello.c", False, True),
-    ("hello.*", "hello", False, False),
-    ("foo", "foo", True, True),
-    ("foo", "a/foo", False, True),
-    ("foo", "foobar", False, False),
-    # a leading or middle slash anchors to the .gitignore's directory
-    ("/foo", "foo", False, True),
-    ("/foo", "a/foo", False, False),
-    ("doc/frotz", "doc/frotz", False, True),
-    ("doc/frotz", "a/doc/frotz", False, False),
-    ("doc/frotz/", "doc/frotz", True, True),
-    ("doc/frotz/", "a/doc/frotz", True, False),
-    # a trailing slash: directories only (but still at any depth when no other slash)
-    ("frotz/", "frotz", True, True),
-    ("frotz/", "a/frotz", True, True),
-    ("frotz/", "frotz", False, False),
-    # '*' and '?' do not cross '/'
-    ("foo/*", "foo/test.json", False, True),
-    ("foo/*", "foo/bar", True, True),
-    ("foo/*", "foo/bar/hello.c", False, False),
-    ("a/*.py", "a/b/c.py", False, False),
-    ("a/?", "a/b", False, True),
-    ("a?b", "a/b", False, False),
-    ("x/a*c", "x/ab/c", False, False),
-    # '**'
-    ("**/foo", "foo", False, True),
-    ("**/foo", "x/y/foo", True, True),
-    ("**/foo/bar", "x/foo/bar", False, True),
-    ("**/foo/bar", "x/foo/baz/bar", False, False),
-    ("abc/**", "abc/x", False, True),
-    ("abc/**", "abc/x/y/z", False, True),
-    ("abc/**", "abc", True, False),
-    ("a/**/b", "a/b", False, True),
-    ("a/**/b", "a/x/b", False, True),
-    ("a/**/b", "a/x/y/b", False, True),
-    ("a/**/b", "a/xb", False, False),
-    ("x**y", "xay", False, True),  # not next to slashes: an ordinary '*'
-    ("x**y", "x/y", False, False),
-    ("a/b**/c", "a/b/x/c", False, True),  # git strncmps the literal prefix first
-    # character classes
-    ("[a-c].py", "b.py", False, True),
-    ("[a-c].py", "d.py", False, False),
-    ("[!a].py", "a.py", False, False),
-    ("[!a].py", "b.py", False, True),
-    ("[^a].py", "b.py", False, True),
-    ("[]a].py", "].py", False, True),
-    ("[[:digit:]]x", "7x", False, True),
-    ("[[:digit:]]x", "ax", False, False),
-    ("a[/]b", "a/b", False, False),  # a class never matches '/'
-    ("[z-a]", "m", False, False),  # reversed range: empty
-    ("[abc", "[abc", False, False),  # unterminated class: never matches
-    ("[[:nope:]]", "n", False, False),  # unknown class: never matches
-    # escapes and spaces
-    ("\\#frotz", "#frotz", False, True),
-    ("\\!frotz", "!frotz", False, True),
-    ("\\*", "*", False, True),
-    ("\\*", "a", False, False),
-    ("foo   ", "foo", False, True),  # unescaped trailing spaces are dropped
-    ("foo\\ ", "foo ", False, True),  # an escaped one is kept
-    ("foo\\ ", "foo", False, False),
-    ("foo\\", "foo", False, False),  # trailing backslash: never matches
-    # bytes, like git: '?' is one byte and 'é' is two in UTF-8
-    ("caf?", "café", False, False),
-    ("caf??", "café", False, True),
-    ("café", "café", False, True),
-]
-
-
-@pytest.mark.parametrize("pattern, path, is_dir, expected", GITIGNORE_CASES)
-def test_gitignore_pattern_table(pattern, path, is_dir, expected):
-    verdict = IgnoreFile.parse(pattern + "\n", "/r").match(path, is_dir)
-    assert bool(verdict) is expected
+# --- gitignore: single files -----------------------------------------------------
 
 
 @pytest.mark.parametrize("line", ["", "   ", "# a comment", "#*.py", "\r"])
 def test_blank_and_comment_lines_are_not_patterns(line):
-    assert Pattern.parse(line) is None or Pattern.parse(line).regex is None
+    assert IgnoreFile.parse(line, "/r").lines == ()
 
 
 def test_negation_within_one_file_last_match_wins():
@@ -139,17 +57,17 @@ def test_negation_within_one_file_last_match_wins():
 def test_crlf_bom_and_comments_parsed_like_git():
     data = b"\xef\xbb\xbf# comment\r\n*.log\r\n\r\n!keep.log\r\n"
     rules = IgnoreFile.parse(data, "/r")
-    assert [p.source for p in rules.patterns] == ["*.log", "!keep.log"]
+    assert rules.lines == ("*.log", "!keep.log")
     assert rules.match("x.log", False) is True
     assert rules.match("keep.log", False) is False
 
 
-def test_glob_to_regex():
-    regex = glob_to_regex("src/**/gen_*.py")
-    assert regex.fullmatch("src/gen_a.py")
-    assert regex.fullmatch("src/x/y/gen_a.py")
-    assert not regex.fullmatch("src/x/gen_a/b.py")
-    assert glob_to_regex("[oops") is None
+def test_patterns():
+    patterns = Patterns(["src/**/gen_*.py"])
+    assert patterns.verdict("src/gen_a.py", False)
+    assert patterns.verdict("src/x/y/gen_a.py", False)
+    assert not patterns.verdict("src/x/gen_a/b.py", False)
+    assert not Patterns(["foo\\", "[z-a]"]).verdict("foo", False)  # malformed: dropped
 
 
 # --- gitignore: stacks of files ---------------------------------------------------
@@ -353,6 +271,14 @@ def test_explicit_directory_is_walked_even_if_excluded(tmp_path):
     assert found(tmp_path, "build") == ["build/a.py"]
     assert found(tmp_path, "out") == ["out/c.py"]  # its contents still obey .gitignore
     assert found(tmp_path, "build", "out", force_exclude=True) == []
+
+
+def test_named_directory_waives_only_the_patterns_that_exclude_it(tmp_path):
+    make(tmp_path, "gen/a.py", "gen/b_tmp.py", "gen/sub/c.py")
+    options = {"extend_exclude": ["/gen/", "*_tmp.py"]}
+    assert found(tmp_path, **options) == []
+    assert found(tmp_path, "gen", **options) == ["gen/a.py", "gen/sub/c.py"]
+    assert found(tmp_path, "gen/sub", **options) == ["gen/sub/c.py"]
 
 
 def test_missing_path_is_a_problem_and_others_still_found(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import functools
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from optax_lint.core.catalogue import RuleSpec, load_catalogue
+from optax_lint.core.globs import glob_matches, invalid_glob
 
 STANDALONE_NAME = "optax-lint.toml"
 PYPROJECT_NAME = "pyproject.toml"
@@ -155,80 +155,6 @@ def resolve_codes(patterns: list[str], catalogue: dict, *, where: str) -> set[st
             raise ConfigError(f"{where}: unknown rule code {pattern!r}", key=pattern)
         codes |= hits
     return codes
-
-
-# ---------------------------------------------------------------------------- globs
-
-
-@functools.lru_cache(maxsize=512)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """gitignore-style: `*` and `?` stay within one path segment, `**` crosses segments."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**/", i):
-                out.append("(?:.*/)?")
-                i += 3
-                continue
-            if pattern.startswith("**", i):
-                out.append(".*")
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            body = body.replace("\\", "\\\\")
-            if body.startswith("^"):
-                body = "\\" + body
-            out.append(f"[{'^' if negate else ''}{body}]")
-            i = end + 1
-            continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out))
-
-
-def glob_matches(pattern: str, path: Path, root: Path) -> bool:
-    """Does `pattern` apply to `path`?
-
-    A pattern with a `/` is anchored at `root` (or absolute); one without matches any
-    single path component (so `conftest.py` or `tests` match at any depth). Matching a
-    directory applies to everything inside it, as in .gitignore.
-    """
-    pattern = pattern.rstrip("/")
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    regex = _glob_regex(pattern)
-    abs_path = Path(os.path.abspath(path))
-    if "/" not in pattern:
-        return any(regex.fullmatch(part) for part in abs_path.parts)
-    if os.path.isabs(pattern):
-        candidates = [p.as_posix() for p in (abs_path, *abs_path.parents)]
-    else:
-        parts = _relative_parts(abs_path, root)
-        if parts is None:
-            return False
-        candidates = ["/".join(parts[: k + 1]) for k in range(len(parts))]
-    return any(regex.fullmatch(c) for c in candidates)
-
-
-def _relative_parts(path: Path, root: Path) -> tuple[str, ...] | None:
-    root_abs = Path(os.path.abspath(root))
-    try:
-        return path.relative_to(root_abs).parts
-    except ValueError:
-        pass
-    try:  # one side may have come through a symlink
-        return path.resolve().relative_to(root_abs.resolve()).parts
-    except (ValueError, OSError):
-        return None
 
 
 # ---------------------------------------------------------------------------- files
@@ -398,10 +324,9 @@ def _per_file_ignores(value: Any, where: str, table_where: Callable[[str], str],
     result: dict[str, list[str]] = {}
     for glob, codes in value.items():
         at = table_where(glob)
-        try:
-            _glob_regex(glob.rstrip("/"))
-        except re.error as exc:
-            raise ConfigError(f"{at}: invalid glob: {exc}") from None
+        problem = invalid_glob(glob)
+        if problem is not None:
+            raise ConfigError(f"{at}: invalid glob: {problem}")
         result[glob] = _string_list(codes, at)
         resolve_codes(result[glob], catalogue, where=at)
     return result

@@ -5,26 +5,22 @@ for `*.py` and `*.ipynb` files, skipping `exclude`/`extend_exclude` matches and 
 ignores. Paths the user names are always linted unless `force_exclude` is set, which is
 what pre-commit users want: pre-commit passes every changed file explicitly.
 
-Exclude pattern syntax (relative to `root`, the config file's directory):
-  * no '/' (e.g. `build`, `*.egg-info`): fnmatch against each path component's name;
-  * with '/' (e.g. `tests/fixtures`, `src/**/gen_*.py`): the path relative to `root`,
-    in posix form; `*`, `?`, `[...]` stay in one component, `**` spans directories;
-  * a trailing '/' restricts the pattern to directories (an extension, as in git).
+Exclude patterns are gitignore patterns (optax_lint.core.globs) as if in a .gitignore at
+`root`, the config file's directory: `build` or `*.egg-info` (no slash) match a name at
+any depth, `tests/fixtures` or `src/**/gen_*.py` are anchored at `root`, a trailing '/'
+keeps a pattern to directories, and a later `!pattern` re-includes.
 """
 
 from __future__ import annotations
 
 import errno
-import fnmatch
-import functools
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from optax_lint.core.gitignore import IgnoreRules, find_repo_root, glob_to_regex
+from optax_lint.core.globs import IgnoreRules, Patterns, below, config_patterns, find_repo_root
 
 __all__ = ["DEFAULT_EXCLUDE", "Discovery", "Problem", "discover", "is_excluded"]
 
@@ -64,69 +60,17 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Exclude:
-    source: str
-    dir_only: bool
-    name_glob: Optional[str]  # patterns without '/': matched against one name
-    path_regex: Optional["re.Pattern[str]"]  # patterns with '/': the relative path
-
-    def matches(self, name: str, rel: Optional[str], is_dir: bool) -> bool:
-        if self.dir_only and not is_dir:
-            return False
-        if self.name_glob is not None:
-            return fnmatch.fnmatchcase(name, self.name_glob)
-        if rel is None or self.path_regex is None:
-            return False
-        return self.path_regex.fullmatch(rel) is not None
-
-
-@functools.lru_cache(maxsize=64)
-def _compile(patterns: tuple[str, ...]) -> tuple[_Exclude, ...]:
-    compiled = []
-    for source in patterns:
-        text = source.strip()
-        dir_only = text.endswith("/")
-        text = text.rstrip("/")
-        while text.startswith("./"):
-            text = text[2:]
-        if not text:
-            continue
-        if "/" in text:
-            regex = glob_to_regex(text.lstrip("/"))
-            compiled.append(_Exclude(source, dir_only, None, regex))
-        else:
-            compiled.append(_Exclude(source, dir_only, text, None))
-    return tuple(compiled)
-
-
-def _posix_relative(path: str, root: str) -> Optional[str]:
-    """`path` relative to `root` in posix form; None unless strictly inside root."""
-    prefix = root if root.endswith(os.sep) else root + os.sep
-    if not path.startswith(prefix) or path == root:
-        return None
-    return path[len(prefix) :].replace(os.sep, "/")
-
-
-def _matches_any(
-    excludes: tuple[_Exclude, ...], name: str, rel: Optional[str], is_dir: bool
-) -> bool:
-    return any(e.matches(name, rel, is_dir) for e in excludes)
-
-
-def _is_excluded_abs(
-    path: str, root: str, excludes: tuple[_Exclude, ...], is_dir: bool
-) -> bool:
+def _is_excluded_abs(path: str, root: str, excludes: Optional[Patterns], is_dir: bool) -> bool:
     """`path` or any directory between it and `root` matches an exclude pattern."""
-    if not excludes:
+    if excludes is None:
         return False
-    rel = _posix_relative(path, root)
+    rel = below(path, root)
     if rel is None:  # outside root: only the name can be judged
-        return _matches_any(excludes, os.path.basename(path), None, is_dir)
+        return excludes.verdict(os.path.basename(path), is_dir) is True
     parts = rel.split("/")
     for depth in range(1, len(parts) + 1):
         last = depth == len(parts)
-        if _matches_any(excludes, parts[depth - 1], "/".join(parts[:depth]), is_dir or not last):
+        if excludes.verdict("/".join(parts[:depth]), is_dir or not last) is True:
             return True
     return False
 
@@ -134,7 +78,7 @@ def _is_excluded_abs(
 def is_excluded(path: PathArg, *, root: PathArg, patterns: Sequence[str]) -> bool:
     """Whether `path` (or a directory above it, up to `root`) matches `patterns`."""
     absolute = os.path.abspath(path)
-    excludes = _compile(tuple(patterns))
+    excludes = config_patterns(tuple(patterns))
     return _is_excluded_abs(absolute, os.path.abspath(root), excludes, os.path.isdir(absolute))
 
 
@@ -146,7 +90,7 @@ def _message(error: OSError) -> str:
 
 class _Walker:
     def __init__(
-        self, root: str, excludes: tuple[_Exclude, ...], respect_gitignore: bool
+        self, root: str, excludes: Optional[Patterns], respect_gitignore: bool
     ) -> None:
         self.root = root
         self.excludes = excludes
@@ -213,9 +157,12 @@ class _Walker:
                 parent = self.rules_for(os.path.dirname(absolute))
                 assert parent is not None
                 rules = parent.child(absolute, explicit=True)  # named: its own exclusion is waived
-        self.walk(shown, absolute, rules)
+        excludes, rel = self.excludes, below(absolute, self.root)
+        if excludes is not None and rel is not None and _is_excluded_abs(absolute, self.root, excludes, True):
+            excludes = excludes.waived(rel)  # likewise for the exclude patterns
+        self.walk(shown, absolute, rules, excludes)
 
-    def walk(self, shown: Path, absolute: str, rules: Optional[IgnoreRules]) -> None:
+    def walk(self, shown: Path, absolute: str, rules: Optional[IgnoreRules], excludes: Optional[Patterns]) -> None:
         stack: list[tuple[Path, str, Optional[IgnoreRules], frozenset[tuple[int, int]]]] = [
             (shown, absolute, rules, frozenset())
         ]
@@ -242,27 +189,27 @@ class _Walker:
                 continue
             subdirs = []
             for entry in entries:
-                item = self.visit(entry, shown, real, rules)
+                item = self.visit(entry, shown, real, rules, excludes)
                 if item is not None:
                     subdirs.append((*item, ancestors | {key}))
             stack.extend(reversed(subdirs))
 
     def visit(
         self, entry: "os.DirEntry[str]", parent: Path, real_parent: str,
-        rules: Optional[IgnoreRules],
+        rules: Optional[IgnoreRules], excludes: Optional[Patterns],
     ) -> Optional[tuple[Path, str, Optional[IgnoreRules]]]:
         """Handle one directory entry; return a subdirectory still to walk."""
         name, absolute = entry.name, entry.path  # entry.path is absolute
         try:
             is_dir = entry.is_dir()  # follows symlinks; FileNotFoundError becomes False
         except OSError as error:  # ELOOP: a symlink chain that never ends
-            if not self.ignored(name, absolute, False, rules):
+            if not self.ignored(name, absolute, False, rules, excludes):
                 self.problems.append(Problem(str(parent / name), _message(error)))
             return None
         if is_dir:
             if name == ".git" or os.path.isfile(os.path.join(absolute, _VENV_MARKER)):
                 return None
-            if self.ignored(name, absolute, True, rules):
+            if self.ignored(name, absolute, True, rules, excludes):
                 return None
             if rules is not None:
                 if os.path.lexists(os.path.join(absolute, ".git")):
@@ -270,7 +217,7 @@ class _Walker:
                 else:
                     rules = rules.child(absolute)
             return parent / name, absolute, rules
-        if not name.endswith(LINTED_SUFFIXES) or self.ignored(name, absolute, False, rules):
+        if not name.endswith(LINTED_SUFFIXES) or self.ignored(name, absolute, False, rules, excludes):
             return None
         if entry.is_symlink():
             if entry.is_file():
@@ -281,9 +228,13 @@ class _Walker:
             self.add(parent / name, absolute, os.path.join(real_parent, name))
         return None
 
-    def ignored(self, name: str, absolute: str, is_dir: bool, rules: Optional[IgnoreRules]) -> bool:
-        if _matches_any(self.excludes, name, _posix_relative(absolute, self.root), is_dir):
-            return True
+    def ignored(
+        self, name: str, absolute: str, is_dir: bool, rules: Optional[IgnoreRules], excludes: Optional[Patterns]
+    ) -> bool:
+        if excludes is not None:
+            rel = below(absolute, self.root)
+            if excludes.verdict(name if rel is None else rel, is_dir) is True:
+                return True
         return rules is not None and rules.is_ignored(absolute, is_dir)
 
 
@@ -297,7 +248,7 @@ def discover(
     respect_gitignore: bool = True,
 ) -> Discovery:
     """Expand `paths` (files and directories) into the Python files to lint."""
-    excludes = _compile(tuple(exclude) + tuple(extend_exclude))
+    excludes = config_patterns(tuple(exclude) + tuple(extend_exclude))
     walker = _Walker(os.path.abspath(root), excludes, respect_gitignore)
     for raw in paths:
         walker.explicit(raw, force_exclude)

@@ -374,7 +374,7 @@ def declared_for(path, settings, cli_values: Optional[dict] = None) -> dict[str,
 
     Returns {field: (value, source, location)}, what `lint_text(context=...)` takes.
     """
-    from optax_lint.core.config import glob_matches
+    from optax_lint.core.globs import glob_matches
 
     out: dict[str, tuple] = {}
     table = getattr(settings, "context", None) or {}
