@@ -42,7 +42,6 @@ ALLOWED: set[str] = {
     'long: optax_lint.facts.checkpoints.sites',
     'long: optax_lint.facts.context.infer',
     'long: optax_lint.facts.project.config',
-    'long: optax_lint.facts.state.access',
     'long: optax_lint.rules.schedules',
     'long: optax_lint.rules.state',
     'upward: optax_lint.core.catalogue -> optax_lint.run.cache',

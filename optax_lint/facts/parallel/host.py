@@ -15,6 +15,7 @@ from optax_lint.facts.parallel.calls import call_arg, has_star, keyword_arg, pos
 from optax_lint.facts.parallel.interpreter import CLEAN, UNK, AClean, AContainer, ALocalFn, ATuple, AUnknown, Frame, Interpreter
 from optax_lint.facts.parallel.names import REPLICATE, RESTORES, TRAIN_STATE_CREATE_SUFFIX, TREE_MAP, UNREPLICATE
 from optax_lint.facts.parallel.sites import MappedStep
+from optax_lint.facts.state.origins import subclasses_train_state
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
@@ -183,7 +184,7 @@ class HostInterpreter(Interpreter):
         if isinstance(func, cst.Attribute) and name is None:
             method = func.attr.value
             receiver = callee
-            if method == "create" and self._is_train_state_class(func.value, scope):
+            if method == "create" and subclasses_train_state(self.facts, func.value, scope):
                 return AFresh("train_state", call)
             if method in ("init", "restore") and any(_repl_in(v) for v in values):
                 return UNK  # built from, or restored into, replicated values
@@ -197,19 +198,6 @@ class HostInterpreter(Interpreter):
         if isinstance(callee, ALocalFn):
             return self.call_local(callee, call, env, values)
         return UNK
-
-    def _is_train_state_class(self, expr, scope) -> bool:
-        if not isinstance(expr, cst.Name):
-            return False
-        _, bindings = lookup(expr.value, scope)
-        if len(bindings) != 1 or bindings[0].kind != "class":
-            return False
-        cls: cst.ClassDef = bindings[0].node
-        for base in cls.bases:
-            base_name = self.facts.canonical(base.value, bindings[0].scope)
-            if base_name is not None and base_name.endswith("TrainState"):
-                return True
-        return False
 
     def _tree_map(self, call, env, values) -> Any:
         positional = positional_args(call)
