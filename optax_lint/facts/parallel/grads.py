@@ -127,6 +127,9 @@ def _grads_in(value) -> list[AGrad]:
 
 
 class GradInterpreter(Interpreter):
+    """Follows gradients through one step function into `flow`: the updates they
+    reach (sinks) and the collectives that reduce them on the way."""
+
     def __init__(self, pf, flow: GradFlow) -> None:
         super().__init__(pf)
         self.flow = flow

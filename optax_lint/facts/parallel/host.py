@@ -81,6 +81,9 @@ _ORBAX_OBJECT = re.compile(r"^orbax\.checkpoint\..*(Checkpointer|CheckpointManag
 
 
 class HostInterpreter(Interpreter):
+    """Follows host-side state through the module, recording what crosses into a
+    pmapped call and which saves write a replicated tree."""
+
     def __init__(self, pf) -> None:
         super().__init__(pf)
         self.crossings: list[Crossing] = []
