@@ -1,4 +1,4 @@
-"""Unit tests of the multi-device facts (optax_lint/facts/parallel/steps.py): mapped steps
+"""Unit tests of the multi-device facts (optax_lint/facts/parallel/): mapped steps
 and their arguments, collectives, the gradient data-flow inside a step, axis-name
 binding, host-side replication and what crosses into pmapped calls, and the evidence
 for the linear scaling rule. Everything is read from source; nothing is imported."""
@@ -12,7 +12,12 @@ import libcst as cst
 import pytest
 
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.devices import known_device_count, mentions_device_count, per_device_batch
+from optax_lint.facts.parallel.grads import AGrad
+from optax_lint.facts.parallel.host import AFresh
+from optax_lint.facts.parallel.interpreter import CLEAN, UNK
+from optax_lint.facts.parallel.sites import MappedStep
+from optax_lint.facts.parallel.steps import ParallelFacts, parallel_facts
 from optax_lint.syntax.values import Unknown
 
 
@@ -21,15 +26,15 @@ def facts(src: str) -> ModuleFacts:
     return ModuleFacts(cst.parse_module(text), "x.py", text=text)
 
 
-def pf_of(src: str) -> par.ParallelFacts:
-    return par.parallel_facts(facts(src))
+def pf_of(src: str) -> ParallelFacts:
+    return parallel_facts(facts(src))
 
 
 def code(node) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-def step_named(pf: par.ParallelFacts, name: str) -> par.MappedStep:
+def step_named(pf: ParallelFacts, name: str) -> MappedStep:
     matches = [s for s in pf.steps if s.name == name]
     assert len(matches) == 1, pf.steps
     return matches[0]
@@ -213,15 +218,15 @@ b = jax.pmap(reduced, axis_name="batch")
 c = jax.pmap(raw, axis_name="batch")
 """)
     (sink,) = _sinks(pf, "a")
-    assert sink.kind == "apply_gradients" and isinstance(sink.value, par.AGrad)
+    assert sink.kind == "apply_gradients" and isinstance(sink.value, AGrad)
     assert sink.value.axes == frozenset() and sink.value.wrt == "state"
     assert code(sink.origin).strip() == "g2 = grads"
     (sink,) = _sinks(pf, "b")
     assert sink.value.axes == frozenset({"batch"})
     sinks = _sinks(pf, "c")
     assert [s.kind for s in sinks] == ["update", "apply_updates"]
-    assert isinstance(sinks[0].value, par.AGrad) and sinks[0].value.axes == frozenset()
-    assert sinks[1].value == par.CLEAN  # the updates of tx.update are not re-reported
+    assert isinstance(sinks[0].value, AGrad) and sinks[0].value.axes == frozenset()
+    assert sinks[1].value == CLEAN  # the updates of tx.update are not re-reported
 
 
 def test_grad_flow_through_helpers_branches_and_unknown_calls():
@@ -271,8 +276,8 @@ dy = jax.pmap(dynamic, axis_name="batch")
 ih = jax.pmap(update_in_helper, axis_name="batch")
 """)
     assert _sinks(pf, "h")[0].value.axes == frozenset({"batch"})
-    assert _sinks(pf, "u")[0].value == par.UNK  # an imported function may reduce
-    assert _sinks(pf, "br")[0].value == par.UNK  # reduced on one branch only
+    assert _sinks(pf, "u")[0].value == UNK  # an imported function may reduce
+    assert _sinks(pf, "br")[0].value == UNK  # reduced on one branch only
     assert _sinks(pf, "dy")[0].value.axes == frozenset({"batch"})  # DynamicScale(axis_name=...)
     (sink,) = _sinks(pf, "ih")
     assert sink.scope.name == "apply" and sink.value.axes == frozenset()
@@ -413,7 +418,7 @@ main()
     assert ("params", 0, 0, "AFresh") in crossings
     assert ("state", 0, 0, "ARepl") in crossings
     assert ("batch=batch", None, 0, "AUnknown") in crossings or ("batch", None, 0, "AUnknown") in crossings
-    fresh = [c for c in pf.crossings if isinstance(c.value, par.AFresh)]
+    fresh = [c for c in pf.crossings if isinstance(c.value, AFresh)]
     assert {c.value.kind for c in fresh} == {"train_state", "init"}
     assert pf.is_data_parallel(pf.steps[0])
 
@@ -486,7 +491,7 @@ ensemble = p_step(ensemble, data)
     ],
 )
 def test_per_device_batch_evidence(src, expected):
-    found = par.per_device_batch(facts("import jax\nimport jax.numpy as jnp\n" + src))
+    found = per_device_batch(facts("import jax\nimport jax.numpy as jnp\n" + src))
     if expected is None:
         assert found is None
     elif expected is Unknown:
@@ -507,10 +512,10 @@ scaled = base * config.num_devices
 """)
     scope = f.raw.module_scope
     binding = {name: b[0].value for name, b in scope.bindings.items() if b and b[0].value is not None}
-    assert par.mentions_device_count(f, binding["lr"], scope)
-    assert par.mentions_device_count(f, binding["scaled"], scope)
-    assert not par.mentions_device_count(f, binding["base"], scope)
-    assert par.known_device_count(f)[0] == 8
+    assert mentions_device_count(f, binding["lr"], scope)
+    assert mentions_device_count(f, binding["scaled"], scope)
+    assert not mentions_device_count(f, binding["base"], scope)
+    assert known_device_count(f)[0] == 8
 
 
 def test_lint_path_never_imports_jax():

@@ -1,5 +1,5 @@
 """Extraction for the "Updates and state" rules: optimizer-state origins, layouts and
-access sites (optax_lint/facts/state/access.py), and the rules' silence where a value
+access sites (optax_lint/facts/state/), and the rules' silence where a value
 or structure cannot be known."""
 
 from __future__ import annotations
@@ -11,12 +11,8 @@ import pytest
 
 from optax_lint.engine import lint as engine
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.state.access import (
-    path_expr,
-    path_text,
-    split_state_expr,
-    state_facts,
-)
+from optax_lint.facts.state.access import state_facts
+from optax_lint.facts.state.paths import path_expr, path_text, split_state_expr
 
 SEED = """\
 import jax
