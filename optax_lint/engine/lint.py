@@ -14,8 +14,7 @@ from optax_lint.core.diagnostics import Applicability, Edit, Finding, Severity, 
 from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta_finding
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
-from optax_lint.engine.intended import drop_intended
-from optax_lint.facts.file_role import protocol_silenced
+from optax_lint.engine.filters import drop_intended, silenced_in_file
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.rules import REGISTRY
 from optax_lint.rules.base import Context
@@ -82,7 +81,7 @@ def run_rules(
     internal = 0
     for code in sorted(codes):
         rule_cls = REGISTRY.get(code)
-        if rule_cls is None or protocol_silenced(code, facts):
+        if rule_cls is None or silenced_in_file(catalogue[code], facts):
             continue
         ctx = Context(facts, catalogue[code], options.get(code, {}), positions)
         try:
@@ -97,7 +96,7 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return _distinct(drop_intended(findings, facts)), internal
+    return _distinct(drop_intended(findings, facts, catalogue)), internal
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:

@@ -1,14 +1,14 @@
-"""Code written to fail, or guarded against a library version: not a finding.
+"""Code written to fail, or guarded against a library version (the facts; which rules
+stay silent there is the catalogue's to say, applied by engine/filters.py).
 
 - Inside `with self.assertRaises(...)`, `assertRaisesRegex`, `pytest.raises(...)`, a
   test calls optax wrongly on purpose (`warmup_cosine_decay_schedule(..., 0)`,
-  `adamw.update` without params): every rule stays silent there. So does the part of a
-  `test*` function before such a block: the wrong object is often built a line before
-  the call that must raise (`tx = multi_transform(..., bad_labels)` then
+  `adamw.update` without params). So does the part of a `test*` function before such
+  a block: the wrong object is often built a line before the call that must raise
+  (`tx = multi_transform(..., bad_labels)` then
   `with self.assertRaises(ValueError): tx.init(params)`).
 - Under `if hasattr(jax, "device_put_replicated"):` or in a `try:` whose handler catches
-  AttributeError / ImportError, code reaches for an API that may be gone, knowingly:
-  the API-currency rules (OPX7xx) stay silent there.
+  AttributeError / ImportError, code reaches for an API that may be gone, knowingly.
 
 Blocks are found from the statement tree the walker records; line ranges are computed
 only for files that have findings.
@@ -81,28 +81,3 @@ def blocks(facts) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         return raising, guarded
 
     return facts.memo("intended_blocks", compute)
-
-
-def drop_intended(findings: list, facts) -> list:
-    """The findings that do not sit in code written to fail or version-guarded code."""
-    if not findings or facts.positions is None:
-        return findings
-    raising, guarded = blocks(facts)
-    if not raising and not guarded:
-        return findings
-
-    def inside(line: int, ranges) -> bool:
-        return any(start <= line <= end for start, end in ranges)
-
-    out = []
-    for finding in findings:
-        line = finding.span.line
-        if finding.code == "OPX900":  # an internal error is reported wherever it happens
-            out.append(finding)
-            continue
-        if inside(line, raising):
-            continue
-        if finding.code.startswith("OPX7") and inside(line, guarded):
-            continue
-        out.append(finding)
-    return out
