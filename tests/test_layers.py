@@ -44,8 +44,6 @@ ALLOWED: set[str] = {
     'long: optax_lint.facts.parallel.steps',
     'long: optax_lint.facts.project.config',
     'long: optax_lint.facts.state.access',
-    'long: optax_lint.rules.schedules',
-    'long: optax_lint.rules.state',
     'upward: optax_lint.core.catalogue -> optax_lint.run.cache',
     'upward: optax_lint.core.fingerprints -> optax_lint.reporters.full',
     'upward: optax_lint.notebook.lint -> optax_lint.run.api',

@@ -16,7 +16,7 @@ from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
 from optax_lint.engine.filters import drop_intended, silenced_in_file
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.rules import REGISTRY
+from optax_lint.rules import registry
 from optax_lint.rules.base import Context
 from optax_lint.syntax.parsing import (
     better_syntax_error,
@@ -80,9 +80,9 @@ def run_rules(
     findings: list[Finding] = []
     internal = 0
     for code in sorted(codes):
-        rule_cls = REGISTRY.get(code)
-        if rule_cls is None or silenced_in_file(catalogue[code], facts):
+        if code not in registry.family_packages() or silenced_in_file(catalogue[code], facts):
             continue
+        rule_cls = registry.rule_class(code)  # imported here, on first use
         ctx = Context(facts, catalogue[code], options.get(code, {}), positions)
         try:
             rule_cls().check(ctx)
@@ -125,7 +125,7 @@ def lint_text(
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
-    rule_codes = prefilter.active_codes(text, (c for c in codes if c in REGISTRY))
+    rule_codes = prefilter.active_codes(text, codes)
     if not rule_codes:
         error = quick_syntax_check(text, path)
         findings = [error] if error is not None and SYNTAX_ERROR in codes else []

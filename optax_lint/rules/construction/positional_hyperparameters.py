@@ -1,5 +1,5 @@
-"""How an optimizer is constructed (docs/protocol.md#optimizer): arguments landing in
-the wrong parameter, `masked` mistaken for freezing, a trailing comma making a tuple."""
+"""OPX105 positional-hyperparameters: A positional argument lands in a beta:
+`optax.adamw(lr, wd)` sets b1, not weight_decay."""
 
 from __future__ import annotations
 
@@ -8,14 +8,9 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.file_role import in_test_function, is_test_file
-from optax_lint.facts.pipelines.build import TxNode
-from optax_lint.rules.base import Context, Rule, describe, register
+from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.values import value_of
-
-# Prefilter (optax_lint/engine/prefilter.py): optimizer construction is optax calls.
-TRIGGERS = ("optax",)
 
 # What a variable's name says it holds -> the optax parameter it means.
 _SYNONYMS = {
@@ -53,7 +48,6 @@ def _meaning(identifier: str, params: tuple[str, ...]) -> Optional[str]:
     return f"b{match.group(2)}" if match else None
 
 
-@register
 class PositionalHyperparameters(Rule):
     code = "OPX105"
 
@@ -103,85 +97,3 @@ class PositionalHyperparameters(Rule):
                 alias=entry.short,
                 meant=f"; {receiver} is a moment decay rate, normally between 0.9 and 0.999",
             )
-
-
-def _contains_lr_step(node: TxNode) -> bool:
-    from optax_lint.facts.pipelines.build import expand
-
-    return any(step.primitive == "scale_by_learning_rate" or (step.primitive == "scale" and step.negates()) for seq in expand(node) for step in seq)
-
-
-_COMPLEMENT_HANDLERS = {"masked", "set_to_zero", "multi_transform", "partition", "transforms.freeze", "freeze", "transforms.selective_transform", "selective_transform"}
-
-
-@register
-class MaskedUsedToFreeze(Rule):
-    code = "OPX106"
-
-    def check(self, ctx: Context) -> None:
-        test_file = is_test_file(ctx.facts.path)
-        for pipeline in ctx.facts.pipelines:
-            if test_file or in_test_function(pipeline.record.scope):
-                continue  # tests of masked assert the pass-through on purpose
-            top = _unwrap(pipeline.root)
-            elements = top.children if top.short in ("chain", "named_chain") else [top]
-            masked = [e for e in elements if e.short == "masked" and e.children and _contains_lr_step(e.children[0])]
-            if not masked:
-                continue
-            others = [e for e in elements if e not in masked]
-            if any(e.kind == "unknown" or e.short in _COMPLEMENT_HANDLERS or _contains_lr_step(e) for e in others):
-                continue
-            if len(masked) > 1:
-                continue  # several masked optimizers: each may cover the other's complement
-            node = masked[0]
-            ctx.report(
-                node.call,
-                masked=describe(node.call),
-                inner=describe(node.children[0].call) if node.children[0].call is not None else "the inner optimizer",
-            )
-
-
-def _unwrap(node: TxNode) -> TxNode:
-    """Look through wrappers that do not change which leaves get updated."""
-    while node.short in ("MultiSteps", "apply_if_finite", "inject_hyperparams", "flatten") and len(node.children) == 1:
-        node = node.children[0]
-    return node
-
-
-@register
-class OptimizerIsTuple(Rule):
-    code = "OPX107"
-
-    def check(self, ctx: Context) -> None:
-        facts = ctx.facts
-        for record in facts.raw.calls:
-            parent = record.parent_call
-            if parent is not None and parent.func is record.node:
-                continue
-            if not facts.builder.is_transform_call(record.node, record.scope):
-                continue
-            holder = self._tuple_holder(record)
-            if holder is None:
-                continue
-            statement, tuple_node = holder
-            ctx.report(
-                tuple_node,
-                optimizer=describe(record.node),
-                fix=fixes.replace(tuple_node, tuple_node.elements[0].value),
-            )
-
-    @staticmethod
-    def _tuple_holder(record) -> Optional[tuple[cst.CSTNode, cst.Tuple]]:
-        statement = record.statement
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return None
-        for small in statement.body:
-            value = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
-            if (
-                isinstance(value, cst.Tuple)
-                and not value.lpar
-                and len(value.elements) == 1
-                and value.elements[0].value is record.node
-            ):
-                return statement, value
-        return None
