@@ -59,9 +59,9 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     if skipped:
         lines.append("  skipped for want of context:")
         lines.extend(skipped)
-    from optax_lint.facts.file_role import protocol_silenced
+    from optax_lint.engine.filters import silenced_in_file
 
-    silenced = sorted(c for c in codes if protocol_silenced(c, facts))
+    silenced = sorted(c for c in codes if silenced_in_file(catalogue.get(c), facts))
     if silenced:
         lines.append(f"  a test file: {', '.join(silenced)} stay silent unless the context is declared")
     blocked = not_analysable(facts)

@@ -578,12 +578,12 @@ def test_reads_are_cached_per_run_and_cleared(tmp_path):
 
 def _check_all(f: ModuleFacts, codes) -> None:
     from optax_lint.core.catalogue import load_catalogue
-    from optax_lint.rules import REGISTRY
+    from optax_lint.rules import registry
     from optax_lint.rules.base import Context
     from optax_lint.syntax.positions import Positions
 
     for code in sorted(codes):
-        REGISTRY[code]().check(Context(f, load_catalogue()[code], {}, Positions(f.module)))
+        registry.rule_class(code)().check(Context(f, load_catalogue()[code], {}, Positions(f.module)))
 
 
 def test_context_is_lazy_on_the_lint_path(tmp_path):

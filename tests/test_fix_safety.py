@@ -26,13 +26,13 @@ from click.testing import CliRunner
 from optax_lint.cli import main
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
-from optax_lint.rules import REGISTRY
+from optax_lint.rules import registry
 from optax_lint.run import api
 from tests.test_source import _leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p for p in (REPO / "fixtures").rglob("*.py") if not p.name.endswith(".fixed.py"))
-ALL_CODES = set(load_catalogue()) | set(REGISTRY)
+ALL_CODES = set(load_catalogue()) | set(registry.load_all())
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 
 BAD = "import optax\n\ntx = optax.chain(optax.adamw(1e-3), optax.clip_by_global_norm(1.0))\n"
@@ -94,7 +94,7 @@ def test_every_fixture_fix_is_the_same_under_crlf_and_cr(newline) -> None:
 
 
 def _break_fixes(monkeypatch, code: str, make_bad) -> None:
-    rule = REGISTRY[code]
+    rule = registry.rule_class(code)
     original = rule.check
 
     def check(self, ctx):

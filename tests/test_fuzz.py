@@ -36,11 +36,11 @@ from optax_lint.cli import main
 from optax_lint.core import meta
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
-from optax_lint.rules import REGISTRY
+from optax_lint.rules import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("OPX*/*.py") if not p.name.endswith(".fixed.py"))
-CODES = set(load_catalogue()) | set(REGISTRY)
+CODES = set(load_catalogue()) | set(registry.load_all())
 _SCALE = int(os.environ.get("OPTAX_LINT_FUZZ_EXAMPLES", "0") or 0)
 
 

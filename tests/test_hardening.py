@@ -460,12 +460,12 @@ def test_time_and_memory_stay_bounded_on_a_large_training_module(tmp_path: Path)
 
 
 def test_internal_error_in_one_rule_is_reported_and_the_run_continues(tree: Path, monkeypatch) -> None:
-    from optax_lint.rules import REGISTRY
+    from optax_lint.rules import registry
 
     def broken(self, ctx):
         raise KeyError("injected failure")
 
-    monkeypatch.setattr(REGISTRY["OPX102"], "check", broken)
+    monkeypatch.setattr(registry.rule_class("OPX102"), "check", broken)
     (tree / "other.py").write_text("import optax\n\n" + BAD_CHAIN)
     code, findings, out = cli(["."], tree)
     assert code == 2
@@ -485,12 +485,12 @@ def test_internal_error_in_one_rule_is_reported_and_the_run_continues(tree: Path
 
 
 def test_internal_error_with_process_pool(tree: Path, monkeypatch) -> None:
-    from optax_lint.rules import REGISTRY
+    from optax_lint.rules import registry
 
     def broken(self, ctx):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(REGISTRY["OPX101"], "check", broken)  # forked workers inherit it
+    monkeypatch.setattr(registry.rule_class("OPX101"), "check", broken)  # forked workers inherit it
     for i in range(20):
         (tree / f"m{i:02d}.py").write_text("import optax\n\n" + BAD_CHAIN)
     old = os.getcwd()

@@ -37,8 +37,6 @@ ALLOWED: set[str] = {
     'circle: optax_lint.facts.context.infer <-> optax_lint.facts.context.run_context <-> optax_lint.facts.module <-> optax_lint.facts.project.config',
     'long: optax_lint.facts.context.infer',
     'long: optax_lint.facts.project.config',
-    'long: optax_lint.rules.schedules',
-    'long: optax_lint.rules.state',
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 from optax_lint.engine import lint as engine
 from optax_lint.facts import api_currency as currency_extract
 from optax_lint.facts.file_role import is_test_file, owning_package
-from optax_lint.rules.api_currency import import_safe
+from optax_lint.rules.api_currency.references import import_safe
 
 optax = pytest.importorskip("optax")
 OPTAX_DIR = Path(optax.__file__).parent

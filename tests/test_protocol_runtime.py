@@ -137,7 +137,7 @@ def test_opx204_schedule_peak_matches_optax(expr, horizon):
     import libcst as cst
 
     from optax_lint.facts.module import ModuleFacts
-    from optax_lint.rules.protocol import schedule_peak
+    from optax_lint.rules.protocol.fine_tune_learning_rate import schedule_peak
 
     source = textwrap.dedent(f"import optax\nschedule = {expr}\n")
     facts = ModuleFacts(cst.parse_module(source), "x.py")

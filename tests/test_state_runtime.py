@@ -24,7 +24,7 @@ from flax.training.train_state import TrainState
 
 from optax_lint.core.catalogue import load_table
 from optax_lint.engine import lint as engine
-from optax_lint.rules import state as rules
+from optax_lint.rules.state import optax_states as rules
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

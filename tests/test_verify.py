@@ -104,14 +104,14 @@ def test_fix_verify_accepts_a_real_fix_and_refuses_a_wrong_one(worker, monkeypat
 
     # A deliberately wrong fix: it "fixes" by raising the clip threshold, leaving the
     # clip after the optimizer. Verification must refuse to write it.
-    from optax_lint.rules import chain_order
+    from optax_lint.rules.chain_order import clip_after_optimizer
 
     def wrong_report(self, ctx, pipeline, clip, lr_step):
         call = clip.origin.call
         bad_call = call.with_changes(args=[call.args[0].with_changes(value=cst.Float("2.0"))])
         ctx.report(call, clip="clip", optimizer="adamw", fix=lambda m: m.deep_replace(call, bad_call))
 
-    monkeypatch.setattr(chain_order.ClipAfterOptimizer, "_report", wrong_report)
+    monkeypatch.setattr(clip_after_optimizer.ClipAfterOptimizer, "_report", wrong_report)
     refused = engine.fix_text(text, "OPX101_bad.py", {"OPX101"}, gate=make_gate(worker, "OPX101_bad.py"))
     assert refused.applied == 0
     assert refused.text == text

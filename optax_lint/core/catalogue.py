@@ -96,6 +96,16 @@ class RuleSpec:
     # What to do, for findings that carry no fix title (a str.format template over the
     # message's arguments; fields the rule did not pass are left out of the sentence).
     help: str = ""
+    # Where the engine keeps the rule silent (engine/filters.py), so policy lives here
+    # and not in code. Advice about a training run: not run on a test file unless the
+    # user declares its run context.
+    silent_in_tests: bool = False
+    # No finding in code written to fail (an assertRaises / pytest.raises block and
+    # the test before it); false only for findings reported wherever they happen.
+    silent_in_code_written_to_fail: bool = True
+    # No finding under a version guard (`if hasattr(jax, ...)`, a `try` catching
+    # AttributeError / ImportError), where code reaches for a vanished API knowingly.
+    silent_in_version_guards: bool = False
 
     @property
     def help_doc(self) -> str:
@@ -204,6 +214,9 @@ def _load_rule(path: Path) -> RuleSpec:
             needs_context=tuple(data.get("needs_context", ())),
             protocol=data.get("protocol", ""),
             help=data.get("help", ""),
+            silent_in_tests=_flag(data, "silent_in_tests", False),
+            silent_in_code_written_to_fail=_flag(data, "silent_in_code_written_to_fail", True),
+            silent_in_version_guards=_flag(data, "silent_in_version_guards", False),
         )
     except (KeyError, ValueError) as exc:
         raise CatalogueError(f"{path.name}: bad rule entry: {exc}") from exc
@@ -219,6 +232,13 @@ def load_catalogue() -> dict[str, RuleSpec]:
             raise CatalogueError(f"{path.name} declares code {spec.code}")
         specs[spec.code] = spec
     return dict(sorted(specs.items()))
+
+
+def _flag(data: dict, key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, not {value!r}")
+    return value
 
 
 def _option_default(option: dict) -> Any:

@@ -14,10 +14,9 @@ from optax_lint.core.diagnostics import Edit, Finding, Span
 from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta_finding
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
-from optax_lint.engine.intended import drop_intended
-from optax_lint.facts.file_role import protocol_silenced
+from optax_lint.engine.filters import drop_intended, silenced_in_file
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.rules import REGISTRY
+from optax_lint.rules import registry
 from optax_lint.rules.base import Context
 from optax_lint.syntax.parsing import (
     better_syntax_error,
@@ -81,9 +80,9 @@ def run_rules(
     findings: list[Finding] = []
     internal = 0
     for code in sorted(codes):
-        rule_cls = REGISTRY.get(code)
-        if rule_cls is None or protocol_silenced(code, facts):
+        if code not in registry.family_packages() or silenced_in_file(catalogue[code], facts):
             continue
+        rule_cls = registry.rule_class(code)  # imported here, on first use
         ctx = Context(facts, catalogue[code], options.get(code, {}), positions)
         try:
             rule_cls().check(ctx)
@@ -97,7 +96,7 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return _distinct(drop_intended(findings, facts)), internal
+    return _distinct(drop_intended(findings, facts, catalogue)), internal
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:
@@ -126,7 +125,7 @@ def lint_text(
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
-    rule_codes = prefilter.active_codes(text, (c for c in codes if c in REGISTRY))
+    rule_codes = prefilter.active_codes(text, codes)
     if not rule_codes:
         error = quick_syntax_check(text, path)
         findings = [error] if error is not None and SYNTAX_ERROR in codes else []

@@ -1,13 +1,16 @@
 """Which rules can fire on a file, decided from its raw text before any parse.
 
-Every rule family (a module under `optax_lint/rules/`) declares `TRIGGERS`: regular
-expressions such that a file matching none of them cannot give that family a finding
-(the family resolves names such as `optax.adamw` or `jax.pmap`, and a name cannot
-be resolved from text that never spells it). `TRIGGERS` is a tuple of patterns, or a
-function returning one when the words come from a data table. A file no selected
-family triggers on is only syntax-checked; a family whose triggers miss is not run.
+Every rule family (a package under `optax_lint/rules/`) declares `TRIGGERS` in its
+`__init__`: regular expressions such that a file matching none of them cannot give
+that family a finding (the family resolves names such as `optax.adamw` or `jax.pmap`,
+and a name cannot be resolved from text that never spells it). `TRIGGERS` is a tuple
+of patterns, or a function returning one when the words come from a data table. A
+file no selected family triggers on is only syntax-checked; a family whose triggers
+miss is not run.
 
-A new family without TRIGGERS fails the test that checks every registered rule.
+A code's family comes from the catalogue (rules/registry.py), and the family package
+holds nothing but its TRIGGERS: prefiltering imports no rule, libcst or facts. A new
+family without TRIGGERS fails the test that checks every family of the catalogue.
 """
 
 from __future__ import annotations
@@ -16,15 +19,14 @@ import importlib
 import re
 from typing import Iterable, Optional
 
+from optax_lint.rules import registry
+
 _FAMILY_PATTERNS: dict[str, re.Pattern] = {}
 
 
-def family_of(rule_cls: type) -> str:
-    return rule_cls.__module__
-
-
 def family_triggers(family: str) -> tuple[str, ...]:
-    """The family module's TRIGGERS as a tuple of regex sources (KeyError when missing)."""
+    """The family package's TRIGGERS (`family` as in `optax_lint.rules.chain_order`) as a
+    tuple of regex sources (KeyError when missing)."""
     module = importlib.import_module(family)
     triggers = module.TRIGGERS
     if callable(triggers):
@@ -111,13 +113,13 @@ def family_triggered(family: str, text: str) -> bool:
 
 
 def _families(codes: Iterable[str]) -> dict[str, list[str]]:
-    from optax_lint.rules import REGISTRY
-
+    """The rule codes among `codes` by family package; meta and unknown codes are left out."""
+    packages = registry.family_packages()
     out: dict[str, list[str]] = {}
     for code in codes:
-        rule_cls = REGISTRY.get(code)
-        if rule_cls is not None:
-            out.setdefault(family_of(rule_cls), []).append(code)
+        package = packages.get(code)
+        if package is not None:
+            out.setdefault(package, []).append(code)
     return out
 
 

@@ -2,8 +2,9 @@
 
 - Test files (`test_*.py`, `*_test.py`, `conftest.py`, anything under a `tests/` or
   `test/` directory) and `test_*` functions exercise transforms in ways no training run
-  does (pass-through masks, single updates, constant learning rates): protocol advice
-  about a training run does not apply there unless the user declares a context.
+  does (pass-through masks, single updates, constant learning rates): advice about a
+  training run does not apply there unless the user declares a context (the rules
+  marked `silent_in_tests` in the catalogue; engine/filters.py).
 - A module of optax's (flax's, jax's, orbax's) own package uses that package's private
   modules and deprecated names on purpose, and rewriting its imports to the public
   API can make the package import itself (a circular import). Its owning package is
@@ -93,13 +94,9 @@ def belongs_to(path: Optional[str], library: str) -> bool:
     return owning_package(path) == library
 
 
-def protocol_silenced(code: str, facts) -> bool:
-    """Protocol rules (OPX2xx, OPX3xx) judge a training run; a test file is not one,
-    unless the user declares its context (command line, pragma or config)."""
-    if not code.startswith(("OPX2", "OPX3")) or not is_test_file(facts.path):
-        return False
-    declared = facts.memo("context_declared", lambda f: any(v.declared for v in f.run_context.values.values()))
-    return not declared
+def declares_context(facts) -> bool:
+    """Whether the user declared any of the file's run context (command line, pragma or config)."""
+    return facts.memo("context_declared", lambda f: any(v.declared for v in f.run_context.values.values()))
 
 
 def display_path(path: str, root: Optional[str] = None) -> str:

@@ -1,4 +1,5 @@
-"""What a rule is: a small class with a code and a `check` over `ModuleFacts`.
+"""What a rule is: a small class with a code and a `check` over `ModuleFacts`, in a
+module of its own that `registry.py` finds from the catalogue.
 
 Rules never walk syntax themselves; they read facts (pipelines, steps, update sites)
 and report through `Context`, which fills in the catalogue's name, severity and
@@ -16,13 +17,6 @@ from optax_lint.core.diagnostics import Applicability, Finding, Fix, Related
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.syntax.edits import reflowed
 from optax_lint.syntax.positions import Positions
-
-REGISTRY: dict[str, type["Rule"]] = {}
-
-
-def register(cls: type["Rule"]) -> type["Rule"]:
-    REGISTRY[cls.code] = cls
-    return cls
 
 
 def describe(node: cst.CSTNode, limit: int = 48) -> str:

@@ -270,11 +270,13 @@ def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int
 
     from optax_lint.core.optax_api import load_api
     from optax_lint.engine import prefilter
+    from optax_lint.rules import registry
 
     # Imports and tables loaded before forking are inherited by the workers, not redone.
     load_api()
     for code in settings.enabled_codes():
         prefilter.active_codes("", {code})
+    registry.load(settings.enabled_codes())
 
     items = [(path, settings, options) for path in work]
     # Small chunks keep both cores busy to the end; results arrive in order.

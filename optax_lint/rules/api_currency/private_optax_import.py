@@ -1,0 +1,97 @@
+"""OPX702 private-optax-import: An import from `optax._src` (or another private optax
+module) of an object optax exports publicly."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from optax_lint.core.diagnostics import Applicability, Severity
+from optax_lint.facts.api_currency import (
+    CurrencyTable,
+    Reference,
+    currency_facts,
+    table_for,
+)
+from optax_lint.rules.api_currency.references import import_safe
+from optax_lint.rules.api_currency.rewrites import rehome_imports, replace_pair, spell
+from optax_lint.rules.api_currency.wording import code_text, exception_name, severity
+from optax_lint.rules.base import Context, Rule
+from optax_lint.syntax import edits as fixes
+
+
+class PrivateOptaxImport(Rule):
+    code = "OPX702"
+
+    def check(self, ctx: Context) -> None:
+        facts = currency_facts(ctx.facts)
+        table = table_for(ctx.facts)
+        by_statement: dict[int, list[Reference]] = {}
+        for ref in facts.references:
+            if ref.private is None:
+                continue
+            if ref.kind == "import_from":
+                by_statement.setdefault(id(ref.import_node), []).append(ref)
+            elif ref.kind == "attribute":
+                self._attribute(ctx, ref, table)
+            else:
+                self._module_import(ctx, ref, table)
+        for refs in by_statement.values():
+            self._import_from(ctx, refs, table)
+
+    @staticmethod
+    def _state(module: str, removed: str, table: CurrencyTable) -> str:
+        if removed:
+            return f"no longer exists ({exception_name(removed)} in {table.version_of('optax')})"
+        return "is private optax API, free to move between releases"
+
+    def _attribute(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
+        target = ref.private
+        module = ref.qualname.rsplit(".", 1)[0]
+        new = spell(target.public, ref.scope) if import_safe(ctx.facts.path, target.public) else None
+        fix = fixes.replace(ref.node, new) if new is not None else None
+        finding = ctx.report(
+            ref.node,
+            subject=f"{code_text(ref.node)} ({ref.qualname})",
+            state=f"reaches into {module}, which {self._state(module, target.removed_module, table)}",
+            advice=f"use {target.public}" + (" (matched by name: the old module is gone)"
+                                             if target.removed_module else ", the same object"),
+            fix=fix,
+            fix_title=f"Replace with {target.public}" if fix is not None else None,
+            applicability=(Applicability.UNSAFE if target.removed_module else Applicability.SAFE) if fix is not None else None,
+        )
+        finding.severity = severity(bool(target.removed_module))
+
+    def _module_import(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
+        finding = ctx.report(
+            ref.node,
+            subject=f"import {ref.qualname}",
+            state=f"fails: {ref.qualname} {self._state(ref.qualname, ref.private.removed_module, table)}",
+            advice="import the names it held from the public optax API",
+        )
+        finding.severity = Severity.ERROR
+
+    def _import_from(self, ctx: Context, refs: list[Reference], table: CurrencyTable) -> None:
+        first = refs[0]
+        node = first.import_node
+        module = first.qualname.rsplit(".", 1)[0]
+        removed = next((r.private.removed_module for r in refs if r.private.removed_module), "")
+        moves = {}
+        for ref in refs:
+            index = next(i for i, a in enumerate(node.names) if a is ref.node)
+            moves[index] = ref.private.public
+        fix = None
+        if isinstance(first.statement, cst.SimpleStatementLine) and all(import_safe(ctx.facts.path, p) for p in moves.values()):
+            fix = replace_pair(rehome_imports(first.statement, node, moves))
+        publics = ", ".join(dict.fromkeys(r.private.public for r in refs))
+        finding = ctx.report(
+            first.node,
+            subject=f"`{code_text(node, 72)}`",  # the import exactly as written
+            state=f"imports from {module}, which {self._state(module, removed, table)}",
+            advice=f"use {publics}"
+            + (" (matched by name: the old module is gone)" if removed else
+               f", the same {'objects' if len(refs) > 1 else 'object'}"),
+            fix=fix,
+            fix_title=f"Import from the public API ({publics})" if fix is not None else None,
+            applicability=(Applicability.UNSAFE if removed else Applicability.SAFE) if fix is not None else None,
+        )
+        finding.severity = severity(bool(removed))

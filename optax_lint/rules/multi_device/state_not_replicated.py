@@ -1,0 +1,42 @@
+"""OPX405 state-not-replicated: Host-side state (fresh from create/init or a restore) is
+passed to a pmapped step on a mapped axis without being replicated."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.steps import AFresh, parallel_facts
+from optax_lint.rules.base import Context, Rule, describe
+
+
+def _source(node) -> str:
+    if isinstance(node, cst.Call):
+        return par.code_of(node.func) + "(...)"
+    return describe(node)
+
+
+class StateNotReplicated(Rule):
+    code = "OPX405"
+
+    def check(self, ctx: Context) -> None:
+        pf = parallel_facts(ctx.facts)
+        seen: set = set()
+        for crossing in pf.crossings:
+            value = crossing.value
+            if not isinstance(value, AFresh) or crossing.step.kind != "pmap":
+                continue
+            if not isinstance(crossing.axis, int) or isinstance(crossing.axis, bool):
+                continue
+            node = crossing.arg.value
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            ctx.report(
+                node,
+                value=par.code_of(node),
+                step=crossing.step.describe(),
+                source=_source(value.node),
+                axis=crossing.axis,
+                related=[(value.node, "created here, on the host, without a device axis"), (crossing.step.site, "mapped here")],
+            )

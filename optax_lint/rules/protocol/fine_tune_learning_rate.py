@@ -1,0 +1,138 @@
+"""OPX204 fine-tune-learning-rate: Fine-tuning a pretrained model with a peak learning
+rate above 1e-4."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import libcst as cst
+
+from optax_lint.facts.pipelines.build import Step
+from optax_lint.facts.pipelines.sequences import expanded_sequences
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.rules.protocol.numbers import fmt, is_number
+
+
+def _lr(value: Any) -> str:
+    """0.0005 -> '5e-4', 0.0016 -> '1.6e-3', 0.1 -> '0.1'."""
+    if not is_number(value) or value == 0 or abs(value) >= 0.01:
+        return fmt(value)
+    mantissa, exponent = f"{value:.3e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+_PEAK_PARAM = {
+    "warmup_cosine_decay_schedule": ("peak_value",),
+    "warmup_exponential_decay_schedule": ("peak_value",),
+    "warmup_constant_schedule": ("peak_value",),
+    "cosine_onecycle_schedule": ("peak_value",),
+    "linear_onecycle_schedule": ("peak_value",),
+    "linear_schedule": ("init_value", "end_value"),
+    "polynomial_schedule": ("init_value", "end_value"),
+    "cosine_decay_schedule": ("init_value",),
+    "exponential_decay": ("init_value", "end_value"),
+    "constant_schedule": ("value",),
+}
+
+
+def schedule_peak(schedule: Schedule, depth: int = 0) -> Optional[float]:
+    """The largest value a schedule reaches, or None when it cannot be known."""
+    key = schedule.key.rsplit(".", 1)[-1]
+    if depth > 6:
+        return None
+    if key == "join_schedules":
+        pieces = schedule.args.expr("schedules")
+        if not schedule.pieces or pieces is None:
+            return None
+        if isinstance(pieces, (cst.List, cst.Tuple)) and len(pieces.elements) != len(schedule.pieces):
+            return None  # some piece is not an optax schedule
+        peaks = [schedule_peak(p, depth + 1) for p in schedule.pieces]
+        return None if any(p is None for p in peaks) else max(peaks)
+    if key == "piecewise_constant_schedule":
+        init = schedule.value("init_value")
+        scales = schedule.value("boundaries_and_scales")
+        if not is_number(init) or not isinstance(scales, dict):
+            return None
+        best, current = init, init
+        try:
+            for boundary in sorted(scales):
+                current *= scales[boundary]
+                best = max(best, current)
+        except TypeError:
+            return None
+        return best
+    params = _PEAK_PARAM.get(key)
+    if params is None:
+        return None
+    values = [schedule.value(p) for p in params]
+    if key == "exponential_decay":
+        rate = schedule.value("decay_rate")
+        if not is_number(rate):
+            return None
+        values = [values[0]] if rate <= 1 else values
+        if rate > 1 and not is_number(values[1]):
+            return None
+    values = [v for v in values if v is not None]
+    if not values or not all(is_number(v) for v in values):
+        return None
+    return max(values)
+
+
+def learning_rate_peak(ctx: Context, step: Step) -> tuple[Optional[float], Optional[cst.CSTNode]]:
+    """(peak LR, the expression that sets it) for an LR step."""
+    origin = step.origin
+    if origin.args is None:
+        return None, None
+    if step.primitive == "scale":
+        if "step_size" in step.const:
+            return None, None  # a built-in sign flip (adafactor's trailing scale(-1)), not a learning rate
+        value = step.arg_value("step_size")
+        return (-value, origin.call) if is_number(value) and value < 0 else (None, None)
+    if step.primitive != "scale_by_learning_rate":
+        return None, None
+    name = step.passed.get("learning_rate", "learning_rate") if step.passed else "learning_rate"
+    expr = origin.args.expr(name)
+    if expr is None:
+        return None, None
+    schedule = ctx.facts.schedule_of(expr, origin.scope)
+    if schedule is not None:
+        return schedule_peak(schedule), schedule.call
+    value = step.arg_value("learning_rate")
+    return (value, expr) if is_number(value) else (None, None)
+
+
+class FineTuneLearningRate(Rule):
+    code = "OPX204"
+
+    def check(self, ctx: Context) -> None:
+        threshold = float(ctx.option("max_learning_rate"))
+        found = []
+        for pipeline in ctx.facts.pipelines:
+            for seq in expanded_sequences(ctx.facts, pipeline):
+                for step in seq:
+                    if not step.is_lr_step or step.maybe:
+                        continue
+                    peak, where = learning_rate_peak(ctx, step)
+                    if peak is not None and peak > threshold and step.origin.call is not None:
+                        found.append((pipeline, step, peak, where))
+                    break
+        if not found:
+            return
+        fine_tune = ctx.facts.run_context.get("fine_tune")
+        if fine_tune is None or fine_tune.value is not True:
+            return
+        seen = set()
+        for pipeline, step, peak, where in found:
+            if step.origin.call in seen:
+                continue
+            seen.add(step.origin.call)
+            ctx.report(
+                step.origin.call,
+                optimizer=describe(step.origin.call),
+                lr=_lr(peak),
+                evidence=fine_tune.cite(),
+                threshold=_lr(threshold),
+                related=[(where, "the peak learning rate is set here")] if where is not None and where is not step.origin.call else [],
+            )

@@ -1,0 +1,112 @@
+"""OPX201 missing-gradient-clipping: A Transformer's optimizer has no gradient clipping;
+clip the global norm at 1.0, first in the chain."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.pipelines.build import Pipeline
+from optax_lint.facts.pipelines.sequences import expanded_sequences
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.rules.protocol.architecture import arch_name, arch_ok
+from optax_lint.rules.protocol.optimizers import complete, is_full_optimizer, optimizers
+from optax_lint.syntax import edits as fixes
+
+
+def _chosen_optimizer(pipeline: Pipeline) -> str:
+    aliases = optimizers(pipeline)
+    node = aliases[0] if len(aliases) == 1 else pipeline.root
+    return describe(node.call) if node.call is not None else describe(pipeline.call)
+
+
+def _optax_name(ctx: Context, call: cst.Call) -> Optional[str]:
+    """The local name bound to the optax module in the scope of `call`'s pipeline, if any."""
+    func = call.func
+    while isinstance(func, cst.Call):
+        func = func.func
+    root = func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if isinstance(root, cst.Name):
+        record = ctx.facts.record_of.get(call)
+        if record is not None:
+            from optax_lint.syntax.names import qualified_name
+
+            if qualified_name(root, record.scope) == "optax":
+                return root.value
+    for name, bindings in ctx.facts.raw.module_scope.bindings.items():
+        if len(bindings) == 1 and bindings[0].kind == "import" and bindings[0].qualname == "optax":
+            return name
+    return None
+
+
+class MissingGradientClipping(Rule):
+    code = "OPX201"
+
+    def check(self, ctx: Context) -> None:
+        candidates = []
+        clip_elsewhere = False
+        for pipeline in ctx.facts.pipelines:
+            sequences = expanded_sequences(ctx.facts, pipeline)
+            if any(step.is_clip for seq in sequences for step in seq):
+                clip_elsewhere = True  # a clip in this or another pipeline (clipper.update(grads, ...))
+                continue
+            if is_full_optimizer(sequences) and complete(sequences):
+                candidates.append(pipeline)
+        if not candidates or clip_elsewhere or _clips_by_hand(ctx):
+            return
+        arch = arch_ok(ctx, set(ctx.option("architectures")))
+        if arch is None:
+            return
+        max_norm = float(ctx.option("cnn_max_norm") if arch.value == "cnn" else ctx.option("transformer_max_norm"))
+        for pipeline in candidates:
+            ctx.report(
+                pipeline.call,
+                optimizer=_chosen_optimizer(pipeline),
+                arch=arch_name(arch.value),
+                evidence=arch.cite(),
+                max_norm=repr(max_norm),
+                fix=self._fix(ctx, pipeline, max_norm),
+            )
+
+    @staticmethod
+    def _fix(ctx: Context, pipeline: Pipeline, max_norm: float):
+        root = pipeline.root
+        call = pipeline.call
+        name = _optax_name(ctx, call)
+        if name is None or root.conditional:
+            return None
+        clip = cst.parse_expression(f"{name}.clip_by_global_norm({float(max_norm)!r})")
+        if root.kind == "wrapper" and root.short == "chain" and root.call is call and not any(a.star for a in call.args):
+            return fixes.replace(call, fixes.insert_arg_front(call, clip))
+        if root.kind == "alias" or (root.kind == "wrapper" and root.short in ("inject_hyperparams", "inject_stateful_hyperparams")):
+            wrapped = cst.Call(
+                func=cst.parse_expression(f"{name}.chain"),
+                args=[
+                    cst.Arg(clip, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Arg(call),
+                ],
+            )
+            return fixes.replace(call, wrapped)
+        return None
+
+
+def _clips_by_hand(ctx: Context) -> bool:
+    """A clip applied to the gradients outside any optax pipeline: a call named like a
+    clip in a statement about gradients (`grads = jax.tree.map(lambda g: jnp.clip(g, -1,
+    1), grads)`, a project's `clip_grads(grads, 1.0)` helper). `jnp.clip` on data is not."""
+    in_pipelines = set()
+    for pipeline in ctx.facts.pipelines:
+        in_pipelines |= pipeline.root.calls()
+    for record in ctx.facts.raw.calls:
+        if record.node in in_pipelines:
+            continue
+        func = record.node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if "clip" not in last.lower():
+            continue
+        if "grad" in last.lower() or "grad" in describe(record.statement, limit=100_000).lower():
+            return True
+    return False

@@ -1,0 +1,246 @@
+"""OPX301 missing-warmup: An adaptive optimizer on a Transformer, or any run of 10k+
+steps, trains with no warmup: a constant learning rate, or a decay that starts at its
+peak."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.core.diagnostics import Severity
+from optax_lint.core.protocol_table import suggested_warmup
+from optax_lint.facts.parallel.steps import parallel_facts
+from optax_lint.facts.schedules.analysis import (
+    LrUse,
+    Shape,
+    code,
+    context_number,
+    context_value,
+    is_number,
+    provenance,
+    schedule_facts,
+)
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.rules.schedules.literals import int_literal
+from optax_lint.rules.schedules.regime import fine_tune_entry, transformer_entry
+from optax_lint.rules.schedules.wording import schedule_name
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup, qualified_name
+
+
+def _optax_base(facts, call: Optional[cst.Call], scope) -> Optional[cst.BaseExpression]:
+    """An expression naming the optax module where `call` is written (`optax`, `ox`)."""
+    if call is not None:
+        func = call.func
+        node = func.value if isinstance(func, cst.Attribute) else None
+        while isinstance(node, cst.Attribute):
+            if qualified_name(node, scope) == "optax":
+                return node
+            node = node.value
+        if isinstance(node, cst.Name) and qualified_name(node, scope) == "optax":
+            return node
+    _, bindings = lookup("optax", scope)
+    if bindings and all(b.kind == "import" and b.qualname == "optax" for b in bindings):
+        return cst.Name("optax")
+    return None
+
+
+def _kw(name: str, value: cst.BaseExpression, last: bool = False) -> cst.Arg:
+    arg = fixes.keyword_arg(name, value)
+    return arg if last else arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+
+
+def _lr_anchor(use: LrUse) -> cst.CSTNode:
+    if use.expr is not None:
+        return use.expr
+    return use.node.call
+
+
+# Decays that start at their peak when the schedule has no warmup piece.
+_DECAYS = ("cosine", "linear", "polynomial", "exponential", "step")
+
+
+def _fresh_name(text: Optional[str], base: str) -> str:
+    """`base`, or `base_2`, ... : a name the module does not spell anywhere."""
+    text = text or ""
+    name, n = base, 1
+    while re.search(rf"\b{name}\b", text):
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+class MissingWarmup(Rule):
+    code = "OPX301"
+
+    def check(self, ctx: Context) -> None:
+        facts = ctx.facts
+        sf = schedule_facts(facts)
+        constant = [
+            u for u in sf.lr_uses
+            if u.constant and not u.injected and not u.self_scheduling and not u.opaque and u.node.call is not None
+        ]
+        cold = [(u, s) for u, s in sf.lr_schedules() if not u.opaque and u.node.call is not None and self._cold(sf.shapes.shape(s))]
+        if not constant and not cold:
+            return  # nothing to judge: do not pay for the run context
+        if any(a.node.attr.value == "hyperparams" for a in facts.raw.attributes):
+            return  # the LR is driven by hand through inject_hyperparams' state
+        adaptive = any(u.adaptive for u in constant) or any(u.adaptive for u, _ in cold)
+        transformer = transformer_entry(facts) if adaptive else None
+        steps = context_number(facts, "steps")
+        steps_entry = context_value(facts, "steps")
+        long_run = steps is not None and steps >= ctx.option("min_steps")
+        if transformer is None and not long_run:
+            return
+        fine_tune = fine_tune_entry(facts) is not None
+        for use in constant:
+            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            if reason is None:
+                continue
+            fix, title = None, None
+            if steps is not None:
+                fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
+            ctx.report(_lr_anchor(use), optimizer=describe(use.node.call, 80), lr=f"a constant learning rate {use.constant_text}",
+                       reason=reason, fix=fix, fix_title=title,
+                       related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
+        for use, schedule in cold:
+            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            if reason is None:
+                continue
+            info = not use.adaptive
+            if info:
+                reason += (" (advice: warmup matters most for adaptive optimizers and large batches; "
+                           "a step or cosine decay recipe for plain SGD, such as ResNet training, often has none)")
+            fix, title = None, None
+            if steps is not None:
+                fix, title = self._cold_fix(ctx, sf, schedule, steps, transformer is not None)
+            finding = ctx.report(schedule.call, optimizer=describe(use.node.call, 80),
+                                 lr=f"{schedule_name(schedule)}, a decay that starts at its peak", reason=reason, fix=fix, fix_title=title,
+                                 related=[(use.node.call, "the optimizer it drives")])
+            if info:
+                finding.severity = Severity.INFO
+
+    @staticmethod
+    def _cold(shape: Shape) -> bool:
+        return shape.kind not in ("unknown", "onecycle") and is_number(shape.warmup) and shape.warmup == 0 and shape.decay in _DECAYS
+
+    @staticmethod
+    def _reason(use: LrUse, transformer, long_run: bool, steps, steps_entry) -> Optional[str]:
+        if transformer is not None and use.adaptive:
+            return f"{use.adaptive_name} is adaptive and the model is a Transformer (arch {provenance(transformer)})"
+        if long_run:
+            return f"the run is {steps} steps long (steps {provenance(steps_entry)})"
+        return None
+
+    def _fix(self, ctx: Context, use: LrUse, steps: int, transformer: bool, fine_tune: bool):
+        """A named warmup schedule, bound just before the statement that builds the
+        optimizer, so it can be evaluated and logged (an inline one would be OPX611's)."""
+        facts = ctx.facts
+        base = _optax_base(facts, use.node.call, use.node.scope)
+        if base is None:
+            return None, None
+        if use.schedule is not None:
+            peak = use.schedule.args.expr("value")
+            target = use.schedule.call
+        elif use.expr is not None:
+            peak, target = use.expr, use.expr
+        else:
+            return None, None
+        record = facts.record_of.get(use.node.call)
+        if peak is None or record is None or not isinstance(record.statement, cst.SimpleStatementLine):
+            return None, None
+        if parallel_facts(facts).train_steps():
+            return None, None  # under pmap the right warmup scales with the device count (OPX404): not a literal
+        statement = record.statement
+        warmup = suggested_warmup(steps, transformer)
+        variable = _fresh_name(facts.text, "lr_schedule")
+        indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
+        if fine_tune or steps < ctx.option("min_steps"):
+            name, shown = "warmup_constant_schedule", f"warmup_steps={warmup}"
+            args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup), last=True)]
+        elif steps > _LONG_RUN_STEPS:
+            name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {steps}"
+            call = _warmup_linear_decay(base, peak, warmup, steps, indent)
+        else:
+            name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={steps}"
+            args = [
+                _kw("init_value", cst.Float("0.0")), _kw("peak_value", peak),
+                _kw("warmup_steps", int_literal(warmup)), _kw("decay_steps", int_literal(steps), last=True),
+            ]
+        if name != "join_schedules":
+            call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent, len(indent) + len(variable) + 3)
+        if call is None:
+            return None, None
+        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(variable))], call)])
+        title = f"Use optax.{name} ({shown}) as the learning rate, bound to {variable}"
+        return fixes.rewrite_nodes([(statement, lambda s: _preceded_by(s, assign)), (target, lambda _: cst.Name(variable))]), title
+
+    def _cold_fix(self, ctx: Context, sf, schedule: Schedule, steps: int, transformer: bool):
+        """cosine_decay_schedule(init, decay_steps, alpha) -> warmup_cosine_decay_schedule with
+        the same peak, length and end value; other decays have no one-call warmup form."""
+        if schedule.key != "cosine_decay_schedule" or schedule.args.expr("exponent") is not None:
+            return None, None
+        peak, decay, alpha = schedule.args.expr("init_value"), schedule.args.expr("decay_steps"), schedule.args.expr("alpha")
+        base = _optax_base(ctx.facts, schedule.call, schedule.scope)
+        length = sf.shapes.value(schedule, "decay_steps")
+        if base is None or peak is None or decay is None or not is_number(length):
+            return None, None
+        if alpha is not None and not isinstance(peak, (cst.Name, cst.Attribute, cst.Integer, cst.Float)):
+            return None, None
+        warmup = suggested_warmup(steps, transformer)
+        if warmup >= length:
+            return None, None
+        args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup)),
+                _kw("decay_steps", decay, last=alpha is None)]
+        if alpha is not None:
+            args.append(_kw("end_value", fixes.multiplied(alpha, code(peak)), last=True))
+        new = cst.Call(func=cst.Attribute(value=base, attr=cst.Name("warmup_cosine_decay_schedule")), args=args)
+        new = _like(ctx, schedule.call, new)
+        return fixes.replace(schedule.call, new), f"Warm up first: warmup_cosine_decay_schedule(... warmup_steps={warmup}) with the same peak, length and end value"
+
+
+# Above this many steps the recommended decay is linear (OPX304's `long_run_steps` default).
+_LONG_RUN_STEPS = 100_000
+
+
+def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, steps: int, indent: str) -> Optional[cst.Call]:
+    """The recommended long-run schedule, laid out one piece per line:
+    join_schedules([linear_schedule(0.0, lr, W), linear_schedule(lr, 0.0, total - W)], [W])."""
+    lr, optax_name = code(peak), code(base)
+    if "\n" in lr:
+        return None
+    w, rest = int_literal(warmup).value, int_literal(steps - warmup).value
+    i1, i2 = indent + "    ", indent + "        "
+    text = (
+        f"{optax_name}.join_schedules(\n{i1}[\n"
+        f"{i2}{optax_name}.linear_schedule(0.0, {lr}, {w}),\n"
+        f"{i2}{optax_name}.linear_schedule({lr}, 0.0, {rest}),\n"
+        f"{i1}],\n{i1}[{w}],\n{indent})"
+    )
+    return cst.parse_expression(text)
+
+
+def _preceded_by(statement: cst.CSTNode, new: cst.SimpleStatementLine) -> cst.FlattenSentinel:
+    """`new` then `statement`; the statement's leading comments move above `new`, and a
+    function or class keeps its two blank lines."""
+    rest = ()
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        rest = (cst.EmptyLine(), cst.EmptyLine())
+    return cst.FlattenSentinel([new.with_changes(leading_lines=statement.leading_lines), statement.with_changes(leading_lines=rest)])
+
+
+def _like(ctx: Context, old: cst.Call, new: cst.Call) -> cst.Call:
+    """`new` laid out like `old`: one argument per line if `old` was split over lines,
+    else on one line when it fits."""
+    text = ctx.facts.text or ""
+    span = ctx.positions.span(old)
+    indent = fixes.line_indent(text, span.line)
+    if fixes.is_multi_line(old):
+        return fixes.one_per_line(new, indent)
+    lines = text.splitlines()
+    line = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
+    around = len(line) - len(code(old)) if span.end_line == span.line else span.column - 1
+    return fixes.fit_call(new, indent, around)

@@ -1,0 +1,170 @@
+"""OPX308 unused-schedule: A learning-rate schedule is built, but the optimizer gets a
+constant learning rate."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.schedules.analysis import LrUse, schedule_facts
+from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.rules.schedules.wording import schedule_name
+from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import walk
+
+# Schedules for something other than the learning rate.
+_NOT_LR = re.compile(r"eps|explor|beta|temp|tau|momentum|noise|clip|kl_|entropy|ent_coef|weight_decay|wd|decay_rate|ema|dropout|alpha|sigma", re.I)
+
+
+_LR_KEY = re.compile(r"(^|_)(lr|learning_rate)($|_)", re.I)
+
+
+_LR_VAR = re.compile(r"(^|_)(lr|learning_rate)($|_)", re.I)
+
+
+# Callees that only display a value, and conversions on the way to them.
+_LOG_SINKS = frozenset({"print", "log", "info", "debug", "warning", "scalar", "scalars", "add_scalar", "add_scalars", "write_scalars", "log_metrics", "log_scalar", "set_postfix", "set_description", "write"})
+
+
+_CONVERSIONS = frozenset({"float", "int", "str", "round", "asarray", "array", "item", "device_get", "format"})
+
+
+def _callee_short(call: cst.Call) -> str:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        return func.value
+    return ""
+
+
+def _logged(facts, call: cst.Call) -> bool:
+    """The schedule's value only reaches a print/log call, or a variable named `lr`."""
+    record = facts.record_of.get(call)
+    for _ in range(6):
+        if record is None:
+            return False
+        parent = record.parent_call
+        if parent is None:
+            target = record.assigned_to
+            return isinstance(target, cst.Name) and bool(_LR_VAR.search(target.value)) and _only_logged_var(facts, record, target.value)
+        short = _callee_short(parent)
+        if short in _LOG_SINKS:
+            return True
+        if short not in _CONVERSIONS:
+            return False
+        record = facts.record_of.get(parent)
+    return False
+
+
+def _only_logged_var(facts, record, name: str) -> bool:
+    """`lr = float(schedule(step))` whose every later use is inside a print/log call."""
+    uses = 0
+    for node in walk(record.scope.node):
+        if isinstance(node, cst.Name) and node.value == name:
+            uses += 1
+    logged = 0
+    for other in facts.raw.calls:
+        if other.scope is record.scope and _callee_short(other.node) in _LOG_SINKS:
+            logged += sum(1 for n in walk(other.node) if isinstance(n, cst.Name) and n.value == name)
+    return uses - 1 == logged
+
+
+class UnusedSchedule(Rule):
+    code = "OPX308"
+
+    def check(self, ctx: Context) -> None:
+        facts = ctx.facts
+        if not facts.schedules:
+            return
+        sf = schedule_facts(facts)
+        if any(a.node.attr.value == "hyperparams" for a in facts.raw.attributes):
+            return
+        uses = [u for u in sf.lr_uses if not u.self_scheduling]
+        if not uses or any(u.injected or u.schedule is not None or not (u.constant or u.lr_field) for u in uses):
+            return  # some optimizer gets a schedule or something we cannot read
+        nested = set()
+        for schedule in facts.schedules:
+            nested.update(id(p) for p in schedule.pieces)
+        for schedule in facts.schedules:
+            if id(schedule) in nested or schedule.key == "constant_schedule":
+                continue
+            record = facts.record_of.get(schedule.call)
+            if record is None or record.parent_call is not None:
+                continue
+            how = self._unused(facts, schedule, record)
+            if how is None:
+                continue
+            use = uses[0]
+            fix = self._fix(facts, schedule, record, uses)
+            ctx.report(
+                schedule.call,
+                schedule=schedule_name(schedule),
+                how=how,
+                optimizer=describe(use.node.call, 80) if use.node.call is not None else use.node.short,
+                lr=use.constant_text,
+                fix=fix,
+                fix_title=f"Pass {schedule.name} as the optimizer's learning_rate" if fix else None,
+                related=[(use.node.call, "the optimizer's constant learning rate")],
+            )
+
+    @staticmethod
+    def _unused(facts, schedule: Schedule, record) -> Optional[str]:
+        if record.is_expression_statement:
+            return "built and discarded"
+        target = record.assigned_to
+        if not isinstance(target, cst.Name):
+            return None
+        if record.scope.kind == "module" and not any(l.scope.kind == "module" for l in facts.raw.loops):
+            return None  # a module-level schedule may be imported by another module; a script that trains at top level is not
+        name = target.value
+        if _NOT_LR.search(name):
+            return None  # an exploration / momentum / temperature schedule, not an LR one
+        _, bindings = lookup(name, record.scope)
+        if len(bindings) != 1:
+            return None
+        owner = record.scope.node
+        total = targets = 0
+        calls: list[cst.Call] = []
+        logged_in_dict: set[int] = set()
+        for node in walk(owner):
+            if isinstance(node, cst.Name) and node.value == name:
+                total += 1
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name:
+                calls.append(node)
+            elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == name:
+                targets += 1
+            elif isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names):
+                return None
+            elif isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and _LR_KEY.search(node.key.raw_value):
+                for inner in walk(node.value):
+                    if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == name:
+                        logged_in_dict.add(id(inner))
+        if total - len(calls) - targets > 0:
+            return None  # passed somewhere: used
+        if not calls:
+            return "assigned but never used"
+        if all(id(c) in logged_in_dict or _logged(facts, c) for c in calls):
+            return f"only evaluated for logging ({name}(step)), never passed to the optimizer"
+        return None
+
+    @staticmethod
+    def _fix(facts, schedule: Schedule, record, uses: list[LrUse]):
+        if len(uses) != 1 or not isinstance(record.assigned_to, cst.Name):
+            return None
+        use = uses[0]
+        if use.expr is None or use.schedule is not None:
+            return None
+        name = record.assigned_to.value
+        owner, bindings = lookup(name, use.node.scope)
+        if owner is not record.scope or len(bindings) != 1:
+            return None
+        opt_record = facts.record_of.get(use.node.call)
+        order = {id(r.node): i for i, r in enumerate(facts.raw.calls)}
+        if opt_record is None or (opt_record.scope is record.scope and order[id(use.node.call)] < order[id(schedule.call)]):
+            return None
+        return fixes.replace(use.expr, cst.Name(name))

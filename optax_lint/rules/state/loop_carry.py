@@ -1,0 +1,43 @@
+"""Names a loop carries across its passes, bound before it and rebound in it: training
+state, as opposed to a fresh start per pass (OPX606, OPX607)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.state.access import StateFacts
+from optax_lint.syntax.walker import Scope
+
+
+def base_name(expr: cst.BaseExpression) -> Optional[str]:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def carried(sf: StateFacts, name: str, loop: cst.CSTNode, scope: Scope) -> bool:
+    """`name` is bound before the loop and rebound in it: training state carried across passes."""
+    from optax_lint.syntax.names import lookup
+
+    owner, bindings = lookup(name, scope)
+    if owner is None:
+        return False
+    inside = [b for b in bindings if b.kind != "param" and (b.node is loop or sf.inside(b.node, loop))]
+    return bool(inside) and len(inside) < len(bindings)
+
+
+def carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope, skip: Optional[str] = None) -> bool:
+    for arg in call.args:
+        base = base_name(arg.value)
+        if base is not None and base != skip and carried(sf, base, loop, scope):
+            return True
+    return False
+
+
+def owner_scope(name: str, scope: Scope) -> Optional[Scope]:
+    from optax_lint.syntax.names import lookup
+
+    owner, _ = lookup(name, scope)
+    return owner

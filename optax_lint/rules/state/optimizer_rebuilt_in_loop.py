@@ -1,0 +1,178 @@
+"""OPX606 optimizer-rebuilt-in-loop: An optax optimizer built inside the training loop or
+the jitted step: state reset, stale optimizer, or a recompile every pass."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from optax_lint.facts.pipelines.build import Pipeline
+from optax_lint.facts.state.access import StateFacts, name_uses, state_facts
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.rules.state.call_args import keyword_arg
+from optax_lint.rules.state.loop_carry import (
+    base_name,
+    carried,
+    carried_arg,
+    owner_scope,
+)
+from optax_lint.syntax.walker import CallRecord, Scope, walk
+
+
+def _construction_sites(sf: StateFacts, pipeline: Pipeline) -> list[CallRecord]:
+    """Where a pipeline is built: its own call, or the calls of the helper returning it."""
+    if pipeline.function is None:
+        return [pipeline.record]
+    info = sf.functions.get(pipeline.function.node)
+    return list(info.calls) if info is not None else []
+
+
+def _target_name(record: CallRecord) -> Optional[str]:
+    return record.assigned_to.value if isinstance(record.assigned_to, cst.Name) else None
+
+
+def _calls_in(sf: StateFacts, ancestor: cst.CSTNode, scope: Scope) -> Iterator[CallRecord]:
+    for record in sf.raw.calls:
+        if record.scope is scope and sf.inside(record.statement, ancestor):
+            yield record
+
+
+class OptimizerRebuiltInLoop(Rule):
+    code = "OPX606"
+
+    def check(self, ctx: Context) -> None:
+        facts = ctx.facts
+        if not facts.pipelines or not (facts.raw.loops or facts.raw.functions):
+            return
+        sf = state_facts(facts)
+        seen: set = set()
+        for pipeline in facts.pipelines:
+            for site in _construction_sites(sf, pipeline):
+                if site.node in seen:
+                    continue
+                found = self._loop_case(sf, pipeline, site) or self._jit_case(sf, pipeline, site)
+                if found is None:
+                    continue
+                seen.add(site.node)
+                where, consequence, related = found
+                ctx.report(
+                    site.node,
+                    optimizer=describe(site.node),
+                    where=where,
+                    consequence=consequence,
+                    related=related,
+                )
+
+    def _loop_case(self, sf: StateFacts, pipeline: Pipeline, site: CallRecord):
+        found = list(self._loop_evidence(sf, pipeline, site))
+        if not found:
+            return None
+        where = found[0][0]
+        consequence = "; ".join(dict.fromkeys(c for _, c, _ in found))
+        related = [r for _, _, rel in found for r in rel]
+        return where, consequence, related
+
+    def _loop_evidence(self, sf: StateFacts, pipeline: Pipeline, site: CallRecord):
+        """What goes wrong when this construction runs on every pass of its loop. State
+        resets, recompiles and swaps count only when the loop carries training state
+        across passes (a variable bound before the loop and rebound in it): a loop that
+        starts every pass from fresh parameters is a hyperparameter sweep, where a new
+        optimizer per trial is the point."""
+        loop, conditional = sf.enclosing_loop(site.statement)
+        if loop is None or conditional:
+            return
+        facts = sf.facts
+        scope = site.scope
+        name = _target_name(site)
+        reset = "so the moment estimates (momentum, Adam's mu and nu) and the step count restart"
+        parent = site.parent_call
+        if parent is not None and _is_state_holder(facts, parent, scope) and carried_arg(sf, parent, loop, scope):
+            yield "inside the training loop", f"the optimizer state is created afresh on every pass, {reset}", []
+        if name is None:
+            return
+        for record in _calls_in(sf, loop, scope):
+            call = record.node
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "init" and _is_name(func.value, name):
+                if carried_arg(sf, call, loop, scope):
+                    yield "inside the training loop", f"{name}.init(...) then resets the optimizer state on every pass, {reset}", [(call, "state re-initialised here")]
+            elif _is_state_holder(facts, call, scope) and any(_is_name(a.value, name) for a in call.args):
+                if carried_arg(sf, call, loop, scope, skip=name):
+                    yield "inside the training loop", f"a new optimizer state is created from it on every pass, {reset}", [(call, "state re-created here")]
+            elif isinstance(func, cst.Attribute) and func.attr.value == "replace":
+                tx_arg = keyword_arg(call, "tx")
+                base = base_name(func.value)
+                if tx_arg is not None and _is_name(tx_arg.value, name) and base is not None and carried(sf, base, loop, scope):
+                    yield "inside the training loop", "TrainState.tx is a static field, so every jitted step recompiles for each new optimizer", [(call, "swapped in here")]
+            info = sf.callee(call, record.scope)
+            if info is not None and info.jitted and carried_arg(sf, call, loop, scope, skip=name):
+                for param in info.params + info.kwonly:
+                    arg = info.arg_for(call, param)
+                    if arg is not None and _is_name(arg.value, name) and param in info.static:
+                        yield (
+                            "inside the training loop",
+                            f"{info.name} is jitted with it as the static argument {param!r}, so it recompiles on every pass and its cache keeps growing",
+                            [(call, "jitted step called here")],
+                        )
+        # A jitted function reading the optimizer from the enclosing scope keeps the
+        # first one it was traced with (unless the function itself is redefined per pass).
+        for info in sf.functions.values():
+            if not info.jitted or info.scope is scope or name in info.scope.bindings or sf.inside(info.node, loop):
+                continue
+            if owner_scope(name, info.scope) is not scope or not name_uses(info.node.body, name):
+                continue
+            if any(sf.inside(r.statement, loop) for r in info.calls):
+                yield (
+                    "inside the training loop",
+                    f"the jitted {info.name} reads {name} from the enclosing scope, so it keeps the optimizer it was first traced with and the new one is ignored",
+                    [(info.node.name, "jitted function")],
+                )
+
+    def _jit_case(self, sf: StateFacts, pipeline: Pipeline, site: CallRecord):
+        info = sf.function_of(site.scope)
+        if info is None or not info.jitted or site.scope is not info.scope:
+            return None
+        name = _target_name(site)
+        if name is not None:
+            for record in _calls_in(sf, info.node, site.scope):
+                func = record.node.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "init" and _is_name(func.value, name):
+                    return (
+                        f"inside the jitted {info.name}",
+                        f"{name}.init(...) there creates a fresh optimizer state on every call, so the moment estimates and the step count never accumulate",
+                        [(record.node, "state created here")],
+                    )
+        statics = sorted(p for p in info.static if p != "*" and any(name_uses(arg.value, p) for arg in site.node.args))
+        for param in statics:
+            for record in info.calls:
+                loop, _ = sf.enclosing_loop(record.statement)
+                arg = info.arg_for(record.node, param) if loop is not None else None
+                if arg is not None and _varies_in(sf, arg.value, loop, record.scope):
+                    return (
+                        f"inside the jitted {info.name}",
+                        f"it depends on the static argument {param!r}, which changes on every pass of the loop calling {info.name}, so it recompiles each time",
+                        [(record.node, "called here with a new value each pass")],
+                    )
+        return None
+
+
+def _is_name(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
+
+
+def _is_state_holder(facts, call: cst.Call, scope: Scope) -> bool:
+    name = facts.canonical(call.func, scope) or ""
+    return name.endswith("TrainState.create") or name in ("flax.nnx.Optimizer", "flax.nnx.ModelAndOptimizer")
+
+
+def _varies_in(sf: StateFacts, expr: cst.BaseExpression, loop: cst.CSTNode, scope: Scope) -> bool:
+    """Some name in `expr` is bound inside the loop (or is its target)."""
+    from optax_lint.syntax.names import lookup
+
+    for node in walk(expr):
+        if isinstance(node, cst.Name):
+            owner, bindings = lookup(node.value, scope)
+            if owner is not None and any(b.kind != "param" and (b.node is loop or sf.inside(b.node, loop)) for b in bindings):
+                return True
+    return False

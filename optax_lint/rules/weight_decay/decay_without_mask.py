@@ -1,0 +1,147 @@
+"""OPX108 decay-without-mask: A Transformer's decoupled weight decay has no mask, so
+biases and norm scales are decayed too."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.masks.extract import decay_mask_param, decays
+from optax_lint.facts.masks.param_tree import frameworks
+from optax_lint.facts.pipelines.build import Pipeline, TxNode
+from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.syntax import edits as fixes
+
+_MASK_FN_NAME = "decay_mask"
+
+
+class DecayWithoutMask(Rule):
+    code = "OPX108"
+
+    def check(self, ctx: Context) -> None:
+        facts = ctx.facts
+        candidates = []
+        for pipeline in facts.pipelines:
+            for node in pipeline.nodes():
+                if self._unmasked_decay(node):
+                    candidates.append((pipeline, node))
+        if not candidates:
+            return
+        arch = facts.run_context.get("arch")
+        if arch is None or arch.value != "transformer":
+            return
+        for pipeline, node in candidates:
+            fix = _mask_fix(facts, pipeline, node)
+            ctx.report(
+                node.call,
+                optimizer=describe(node.call),
+                evidence=arch.cite(),
+                fix=fix,
+            )
+
+    @staticmethod
+    def _unmasked_decay(node: TxNode) -> bool:
+        param = decay_mask_param(node)
+        if param is None or node.args is None or node.call is None or node.args.has_star:
+            return False
+        mask = node.args.expr(param)
+        if mask is not None and not (isinstance(mask, cst.Name) and mask.value == "None"):
+            return False
+        if decays(node) is False:
+            return False
+        parent = node.parent
+        while parent is not None:  # a masked(...) or a partition branch already selects leaves
+            if parent.short in ("masked", "multi_transform", "partition", "selective_transform"):
+                return False
+            parent = parent.parent
+        return True
+
+
+def _mask_fix(facts, pipeline: Pipeline, node: TxNode):
+    """mask=decay_mask, plus a path-based `decay_mask` function added once after the imports."""
+    if any(c.pipeline is pipeline and c.kind == "nnx_optimizer" for c in facts.consumers):
+        return None  # nnx passes an nnx.State: its paths end in `.value`, a different recipe
+    param = decay_mask_param(node)
+    found = frameworks(facts)
+    module_scope = facts.raw.module_scope
+    existing = module_scope.bindings.get(_MASK_FN_NAME)
+    if existing and not all(b.kind == "def" for b in existing):
+        return None
+    if "flax" in found:
+        traverse = _bound_as(facts, "flax.traverse_util")
+        flax_name = _bound_as(facts, "flax")
+        if traverse is not None:
+            call, needs_import = f"{traverse}.path_aware_map", False
+        elif flax_name is not None:
+            call, needs_import = f"{flax_name}.traverse_util.path_aware_map", False
+        else:
+            call, needs_import = "traverse_util.path_aware_map", True
+        names = ("bias", "scale")
+        body = f"return {call}(lambda path, _: path[-1] not in {_tuple(names, facts)}, params)"
+    elif "haiku" in found and _bound_as(facts, "jax") is not None:
+        jax_name = _bound_as(facts, "jax")
+        needs_import = False
+        names = ("b", "offset", "scale")
+        body = f"return {jax_name}.tree_util.tree_map_with_path(lambda path, _: path[-1].key not in {_tuple(names, facts)}, params)"
+    else:
+        return None
+    quote = _quote(facts)
+    indent = facts.module.default_indent
+    doc = f"{quote * 3}Weight decay for kernels and embeddings only: not for biases or norm scales.{quote * 3}"
+    text = f"def {_MASK_FN_NAME}(params):\n{indent}{doc}\n{indent}{body}\n"
+    function = cst.parse_statement(text)
+    call = node.call
+
+    def apply(module: cst.Module) -> cst.Module:
+        new_call = fixes.add_keyword(call, param, cst.Name(_MASK_FN_NAME))
+        module = module.deep_replace(call, new_call)
+        body = list(module.body)
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == _MASK_FN_NAME for s in body):
+            return module
+        at = _after_imports(body)
+        blank = cst.EmptyLine()
+        new_function = function.with_changes(leading_lines=[blank, blank])
+        inserted = [new_function]
+        if needs_import:
+            inserted.insert(0, cst.parse_statement("from flax import traverse_util\n"))
+        if at < len(body):
+            following = body[at]
+            lines = list(following.leading_lines)
+            if len([ln for ln in lines if ln.comment is None]) < 2:
+                body[at] = following.with_changes(leading_lines=[blank, blank] + [ln for ln in lines if ln.comment is not None])
+        body[at:at] = inserted
+        return module.with_changes(body=body)
+
+    return apply
+
+
+def _after_imports(body: list) -> int:
+    """Index after the last top-level import (and the module docstring)."""
+    at = 0
+    for i, statement in enumerate(body):
+        if isinstance(statement, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) or (i == 0 and isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+            for s in statement.body
+        ):
+            at = i + 1
+        elif i > at:
+            break
+    return at
+
+
+def _bound_as(facts, qualname: str) -> Optional[str]:
+    for name, bindings in facts.raw.module_scope.bindings.items():
+        if len(bindings) == 1 and bindings[0].kind == "import" and bindings[0].qualname == qualname:
+            return name
+    return None
+
+
+def _quote(facts) -> str:
+    text = facts.text or facts.module.code
+    return "'" if text.count("'") > 2 * text.count('"') else '"'
+
+
+def _tuple(names: tuple[str, ...], facts) -> str:
+    q = _quote(facts)
+    return "(" + ", ".join(f"{q}{n}{q}" for n in names) + ")"
