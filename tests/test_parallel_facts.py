@@ -12,7 +12,11 @@ import libcst as cst
 import pytest
 
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.parallel.devices import known_device_count, mentions_device_count, per_device_batch
+from optax_lint.facts.parallel.devices import (
+    known_device_count,
+    mentions_device_count,
+    per_device_batch,
+)
 from optax_lint.facts.parallel.grads import AGrad
 from optax_lint.facts.parallel.host import AFresh
 from optax_lint.facts.parallel.interpreter import CLEAN, UNK

@@ -43,7 +43,7 @@ def test_codes_that_changed_family_keep_their_triggers() -> None:
 def test_multi_device_triggers_cover_the_parallel_tables() -> None:
     """The family spells its trigger words out (prefiltering imports no facts): they are
     still every name of the tables the multi-device facts resolve."""
-    from optax_lint.facts.parallel import steps as par
+    from optax_lint.facts.parallel import names as par
 
     triggers = set(prefilter.family_triggers(registry.family_packages()["OPX401"]))
     names = {n.rsplit(".", 1)[-1] for n in par.PMAP | par.SHARD_MAP | par.REPLICATE | par.UNREPLICATE} | set(par.COLLECTIVES)

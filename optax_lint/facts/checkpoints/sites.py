@@ -24,10 +24,6 @@ import libcst as cst
 from optax_lint.facts.checkpoints.classify import PayloadClassifier
 from optax_lint.facts.checkpoints.files import file_path, read_from, written_to
 
-# used by rules/: moved to flow.py (Flow, Use), payload.py (Payload), records.py
-# (RestoreSite, SaveSite), vocabulary.py (OPT_NAMES, SAVE_ARGS, orbax_member)
-from optax_lint.facts.checkpoints.flow import Flow, Use  # noqa: F401
-from optax_lint.facts.checkpoints.payload import Payload  # noqa: F401
 from optax_lint.facts.checkpoints.records import CheckpointObject, LegacyCall, RestoreSite, SaveSite
 from optax_lint.facts.checkpoints.targets import same_target
 from optax_lint.facts.checkpoints.vocabulary import (

@@ -39,23 +39,6 @@ from optax_lint.facts.parallel.sites import MappedStep, SiteFinder
 from optax_lint.facts.parallel.tracing import Tracing, UnboundUse
 from optax_lint.syntax.walker import Scope
 
-# used by rules/: moved to calls.py (code_of), devices.py (BatchEvidence,
-# known_device_count, mentions_device_count, per_device_batch; _context_value and
-# _walk_expr, now context_value and walk_expr), grads.py (AGrad, Sink), names.py
-# (COLLECTIVES, PMAP, REPLICATE, SHARD_MAP, UNREPLICATE, fmt_axes); also AFresh
-# (host.py) and MappedStep (sites.py), which this module uses itself. Once the rules
-# import them from there, these lines go.
-from optax_lint.facts.parallel.calls import code_of  # noqa: F401
-from optax_lint.facts.parallel.devices import (  # noqa: F401
-    BatchEvidence,
-    known_device_count,
-    mentions_device_count,
-    per_device_batch,
-)
-from optax_lint.facts.parallel.devices import context_value as _context_value  # noqa: F401
-from optax_lint.facts.parallel.devices import walk_expr as _walk_expr  # noqa: F401
-from optax_lint.facts.parallel.grads import AGrad, Sink  # noqa: F401
-from optax_lint.facts.parallel.names import COLLECTIVES, PMAP, REPLICATE, SHARD_MAP, UNREPLICATE, fmt_axes  # noqa: F401
 
 
 class ParallelFacts:

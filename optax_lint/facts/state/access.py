@@ -28,15 +28,6 @@ from optax_lint.facts.state.origins import Held, Origins
 from optax_lint.facts.state.reads import HyperparamsAccess, TreeAccess
 from optax_lint.syntax.walker import Scope
 
-# used by rules/: moved to functions.py (JIT_WRAPPERS), origins.py (TREE_GET,
-# TREE_SET), paths.py (key_literal, path_expr, path_text), walks.py (name_uses,
-# walk_scope); also FunctionInfo (functions.py), Held (origins.py), Layout (layouts.py),
-# HyperparamsAccess and TreeAccess (reads.py), which this module uses itself. Once the
-# rules import them from there, these lines go.
-from optax_lint.facts.state.functions import JIT_WRAPPERS  # noqa: F401
-from optax_lint.facts.state.origins import TREE_GET, TREE_SET  # noqa: F401
-from optax_lint.facts.state.paths import key_literal, path_expr, path_text  # noqa: F401
-from optax_lint.facts.state.walks import name_uses, walk_scope  # noqa: F401
 
 
 class StateFacts:

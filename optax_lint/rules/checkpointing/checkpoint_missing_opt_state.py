@@ -7,15 +7,13 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import (
-    OPT_NAMES,
-    SAVE_ARGS,
     CheckpointFacts,
-    Payload,
     SaveSite,
     checkpoint_facts,
-    orbax_member,
 )
+from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from optax_lint.facts.checkpoints.sites import CheckpointFacts, Flow, RestoreSite
+from optax_lint.facts.checkpoints.flow import Flow
+from optax_lint.facts.checkpoints.sites import CheckpointFacts, RestoreSite
 
 
 def restore_flow(ckpt: CheckpointFacts, restore: RestoreSite) -> Optional[Flow]:

@@ -3,7 +3,8 @@ lists, and its opt_state is then used as optax state."""
 
 from __future__ import annotations
 
-from optax_lint.facts.checkpoints.sites import Use, checkpoint_facts
+from optax_lint.facts.checkpoints.flow import Use
+from optax_lint.facts.checkpoints.sites import checkpoint_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text

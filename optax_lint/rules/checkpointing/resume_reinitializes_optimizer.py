@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.checkpoints.sites import CheckpointFacts, Flow, checkpoint_facts
+from optax_lint.facts.checkpoints.flow import Flow
+from optax_lint.facts.checkpoints.sites import CheckpointFacts, checkpoint_facts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.calls import code_of
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
@@ -32,7 +32,7 @@ class CheckpointReplicatedState(Rule):
                 fix = fixes.replace(save.saved, fixes.wrapped_in_call(save.saved, f"{unreplicate}.unreplicate"))
             ctx.report(
                 save.saved,
-                saved=par.code_of(save.saved),
+                saved=code_of(save.saved),
                 save=describe(save.call),
                 origin=("from " if value.how == "replicate" else "output of ") + describe(value.node),
                 consequence=_REPLICATED_SAVE.get(save.how, _REPLICATED_SAVE["other"]),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
-from optax_lint.facts.state.access import name_uses
+from optax_lint.facts.parallel.devices import mentions_device_count
+from optax_lint.facts.state.walks import name_uses
 from optax_lint.rules.base import Context
 from optax_lint.rules.multi_device.linear_scaling import (
     ScalingRule,
@@ -53,14 +53,14 @@ class LearningRateNotScaled(ScalingRule):
                     values = [_peak(p)[1] for p in schedule.pieces]
                     if not schedule.pieces or not all(is_number(v) for v in values):
                         continue
-                    if any(par.mentions_device_count(ctx.facts, p.call, p.scope, device_names) for p in schedule.pieces):
+                    if any(mentions_device_count(ctx.facts, p.call, p.scope, device_names) for p in schedule.pieces):
                         continue
                     self._report(ctx, schedule.call, max(values), step, batch, known, None)
                     continue
                 peak_expr, value = _peak(schedule)
                 if peak_expr is None or not is_number(value) or value <= 0:
                     continue
-                if par.mentions_device_count(ctx.facts, peak_expr, schedule.scope, device_names):
+                if mentions_device_count(ctx.facts, peak_expr, schedule.scope, device_names):
                     continue
                 fix = self._fix(ctx, peak_expr, schedule.scope, jax_name, fixed_defs)
                 self._report(ctx, peak_expr, value, step, batch, known, fix)
@@ -68,7 +68,7 @@ class LearningRateNotScaled(ScalingRule):
             value = value_of(expr, scope)
             if not is_number(value) or value <= 0:
                 continue
-            if par.mentions_device_count(ctx.facts, expr, scope, device_names):
+            if mentions_device_count(ctx.facts, expr, scope, device_names):
                 continue
             fix = self._fix(ctx, expr, scope, jax_name, fixed_defs)
             self._report(ctx, expr, value, step, batch, known, fix)

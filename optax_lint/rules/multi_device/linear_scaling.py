@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.calls import code_of
+from optax_lint.facts.parallel.devices import (
+    BatchEvidence,
+    context_value,
+    known_device_count,
+    per_device_batch,
+    walk_expr,
+)
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.syntax.values import single_binding, value_of
@@ -73,17 +80,17 @@ class ScalingRule(Rule):
         steps = pf.train_steps()
         if not steps:
             return None
-        known = par.known_device_count(ctx.facts)
+        known = known_device_count(ctx.facts)
         if known is not None and known[0] < int(ctx.option("min_devices")):
             return None
         device_names = tuple(ctx.option("device_count_names"))
-        batch = par.per_device_batch(ctx.facts, tuple(ctx.option("per_device_batch_names")), device_names)
+        batch = per_device_batch(ctx.facts, tuple(ctx.option("per_device_batch_names")), device_names)
         if batch is None:
             return None
         return steps[0], batch, known, device_names
 
     @staticmethod
-    def sized_numbers(ctx: Context, batch: par.BatchEvidence, known) -> set:
+    def sized_numbers(ctx: Context, batch: BatchEvidence, known) -> set:
         """The device count and global batch when known: a learning rate written with
         one of them as a literal (`0.1 * 16_384 / 256`) was sized for that setup."""
         numbers = set()
@@ -91,7 +98,7 @@ class ScalingRule(Rule):
             numbers.add(known[0])
             if is_number(batch.value):
                 numbers.add(batch.value * known[0])
-        declared = par._context_value(ctx.facts, "batch_global")
+        declared = context_value(ctx.facts, "batch_global")
         if declared is not None and is_number(declared.value) and declared.value > 1:
             numbers.add(declared.value)
         return numbers
@@ -100,7 +107,7 @@ class ScalingRule(Rule):
     def statically_sized(expr, scope, numbers: set, depth: int = 0) -> bool:
         if not numbers or expr is None or depth > 6:
             return False
-        for node in par._walk_expr(expr):
+        for node in walk_expr(expr):
             if isinstance(node, (cst.Integer, cst.Float)) and value_of(node, scope) in numbers:
                 return True
             if isinstance(node, cst.Name):
@@ -118,12 +125,12 @@ class ScalingRule(Rule):
         return self.statically_sized(schedule_or_expr, scope, numbers)
 
     @staticmethod
-    def global_batch(batch: par.BatchEvidence, known) -> str:
+    def global_batch(batch: BatchEvidence, known) -> str:
         per = batch.value
         if is_number(per) and known is not None:
             return f"{fmt_number(per)} per device x {known[0]} devices = {fmt_number(per * known[0])}, device count {known[1]}"
         if is_number(per):
             return f"{fmt_number(per)} x jax.device_count()"
         if batch.per_device is not None:
-            return f"{par.code_of(batch.per_device)} x jax.device_count()"
+            return f"{code_of(batch.per_device)} x jax.device_count()"
         return "per-device batch x jax.device_count()"

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
-from optax_lint.facts.parallel.steps import AGrad, parallel_facts
+from optax_lint.facts.parallel.calls import code_of
+from optax_lint.facts.parallel.grads import AGrad, Sink
+from optax_lint.facts.parallel.names import fmt_axes
+from optax_lint.facts.parallel.sites import MappedStep
+from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.values import Unknown, value_of
 
 
-def _axis_literal(step: par.MappedStep, axis: str) -> str:
+def _axis_literal(step: MappedStep, axis: str) -> str:
     arg = step.params.get("axis_name")
     if arg is not None and isinstance(arg.value, cst.SimpleString) and value_of(arg.value, step.scope) == axis:
         return arg.value.value
@@ -42,12 +45,12 @@ class PmapGradientsNotAveraged(Rule):
                 seen.add(sink.call)
                 self._report(ctx, pf, step, sink, grad, axes)
 
-    def _report(self, ctx: Context, pf, step: par.MappedStep, sink: par.Sink, grad: AGrad, axes) -> None:
+    def _report(self, ctx: Context, pf, step: MappedStep, sink: Sink, grad: AGrad, axes) -> None:
         update = describe(sink.call)
-        grads = par.code_of(sink.arg.value)
+        grads = code_of(sink.arg.value)
         if axes:
             axis = sorted(axes)[0]
-            detail = f"over {par.fmt_axes(axes)}"
+            detail = f"over {fmt_axes(axes)}"
         else:
             axis = None
             detail = "(the pmap has no axis_name to average over)"
@@ -65,7 +68,7 @@ class PmapGradientsNotAveraged(Rule):
             related=[(grad.source, "gradients computed here"), (step.site, "mapped here")],
         )
 
-    def _fix(self, ctx: Context, pf, step: par.MappedStep, sink: par.Sink, axis: str):
+    def _fix(self, ctx: Context, pf, step: MappedStep, sink: Sink, axis: str):
         """`grads = jax.lax.pmean(grads, axis_name='batch')` right after the statement
         that last bound the gradients or, when branches bound them, right before the
         update (a pmean of gradients already averaged is a no-op under pmap), inside

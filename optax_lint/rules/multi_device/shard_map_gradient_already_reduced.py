@@ -4,7 +4,7 @@ it ends up n times too large."""
 
 from __future__ import annotations
 
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.names import fmt_axes
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 
@@ -50,7 +50,7 @@ class ShardMapGradientAlreadyReduced(Rule):
                 ctx.report(
                     reduction.collective,
                     collective=describe(reduction.collective),
-                    axis=par.fmt_axes(reduction.axes),
+                    axis=fmt_axes(reduction.axes),
                     param=grad.wrt_text or grad.wrt,
                     step=step.describe(),
                     factor=factor,

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
-from optax_lint.facts.parallel.steps import AFresh, parallel_facts
+from optax_lint.facts.parallel.calls import code_of
+from optax_lint.facts.parallel.host import AFresh
+from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 
 
 def _source(node) -> str:
     if isinstance(node, cst.Call):
-        return par.code_of(node.func) + "(...)"
+        return code_of(node.func) + "(...)"
     return describe(node)
 
 
@@ -34,7 +35,7 @@ class StateNotReplicated(Rule):
             seen.add(id(node))
             ctx.report(
                 node,
-                value=par.code_of(node),
+                value=code_of(node),
                 step=crossing.step.describe(),
                 source=_source(value.node),
                 axis=crossing.axis,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.names import fmt_axes
+from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
@@ -23,7 +24,7 @@ class UnboundAxisName(Rule):
                 binding = f"{root.describe()} has no axis_name"
             else:
                 verb = "is" if len(use.bound) == 1 else "are"
-                binding = f"only {par.fmt_axes(use.bound)} {verb} bound there ({root.describe()} binds {par.fmt_axes(root.axis_names)})"
+                binding = f"only {fmt_axes(use.bound)} {verb} bound there ({root.describe()} binds {fmt_axes(root.axis_names)})"
             if use.path:
                 binding += ", reached through " + " -> ".join(n.value for n in use.path)
             fix = None
@@ -35,7 +36,7 @@ class UnboundAxisName(Rule):
             ctx.report(
                 collective.call,
                 collective=describe(collective.call),
-                axis=par.fmt_axes(use.missing),
+                axis=fmt_axes(use.missing),
                 binding=binding,
                 step=root.describe(),
                 fix=fix,
@@ -43,7 +44,7 @@ class UnboundAxisName(Rule):
             )
 
 
-def _named_axes(pf, root: par.MappedStep):
+def _named_axes(pf, root: MappedStep):
     """Every axis name the collectives reachable from a mapped function use, or None
     when one of them is not a literal."""
     names: set = set()

@@ -3,7 +3,7 @@ device batch but the LR warmup length is a literal with no device-count factor."
 
 from __future__ import annotations
 
-from optax_lint.facts.parallel import steps as par
+from optax_lint.facts.parallel.devices import mentions_device_count
 from optax_lint.rules.base import Context, describe
 from optax_lint.rules.multi_device.linear_scaling import (
     ScalingRule,
@@ -53,7 +53,7 @@ class WarmupNotScaled(ScalingRule):
                 if id(warmup_expr) in seen or not is_number(value) or value <= 0:
                     continue
                 seen.add(id(warmup_expr))
-                if par.mentions_device_count(ctx.facts, warmup_expr, piece.scope, device_names):
+                if mentions_device_count(ctx.facts, warmup_expr, piece.scope, device_names):
                     continue
                 ctx.report(
                     warmup_expr,

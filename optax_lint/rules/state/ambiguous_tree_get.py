@@ -8,15 +8,9 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import (
-    TREE_GET,
-    TREE_SET,
-    Layout,
-    TreeAccess,
-    key_literal,
-    path_expr,
-    state_facts,
-)
+from optax_lint.facts.state.access import Layout, TreeAccess, state_facts
+from optax_lint.facts.state.origins import TREE_GET, TREE_SET
+from optax_lint.facts.state.paths import key_literal, path_expr
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.optax_states import STATE_FIELD_HOLDERS, field_holder
 from optax_lint.rules.state.wording import call_text, code_of, describe_node

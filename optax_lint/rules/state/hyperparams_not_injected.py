@@ -9,14 +9,13 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.state.access import (
-    TREE_GET,
     HyperparamsAccess,
     StateFacts,
     TreeAccess,
-    key_literal,
-    path_expr,
     state_facts,
 )
+from optax_lint.facts.state.origins import TREE_GET
+from optax_lint.facts.state.paths import key_literal, path_expr
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
 from optax_lint.rules.state.hyperparams_reads import judge

@@ -7,13 +7,10 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.state.access import (
-    Held,
-    Layout,
-    path_expr,
-    path_text,
-    state_facts,
-)
+from optax_lint.facts.state.access import state_facts
+from optax_lint.facts.state.layouts import Layout
+from optax_lint.facts.state.origins import Held
+from optax_lint.facts.state.paths import path_expr, path_text
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.hyperparams_reads import judge
 from optax_lint.rules.state.wording import code_of, describe_node

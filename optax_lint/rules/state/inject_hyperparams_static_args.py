@@ -7,7 +7,8 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.state.access import JIT_WRAPPERS, StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.functions import JIT_WRAPPERS
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
 from optax_lint.rules.state.optax_states import INJECT_NEEDS_STATIC

@@ -6,7 +6,8 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import StateFacts, state_facts, walk_scope
+from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.walks import walk_scope
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import positional_args
 from optax_lint.rules.state.pipelines import update_pipeline

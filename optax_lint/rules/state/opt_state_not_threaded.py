@@ -8,12 +8,8 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import (
-    FunctionInfo,
-    StateFacts,
-    name_uses,
-    state_facts,
-)
+from optax_lint.facts.state.access import FunctionInfo, StateFacts, state_facts
+from optax_lint.facts.state.walks import name_uses
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.loop_carry import carried_arg, owner_scope
