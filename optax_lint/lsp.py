@@ -91,9 +91,9 @@ class DocumentLinter:
             return Settings(start, None, default, rule_options=_default_rule_options(catalogue), catalogue=catalogue)
 
     def _setup(self, uri: str, default_name: str):
+        from optax_lint.run.discovery import is_excluded
         from optax_lint.run.options import RunOptions
         from optax_lint.run.per_file import declared_context
-        from optax_lint.run.discovery import is_excluded
 
         path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)

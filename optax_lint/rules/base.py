@@ -16,6 +16,7 @@ from optax_lint.core.catalogue import RuleSpec
 from optax_lint.core.diagnostics import Applicability, Finding, Fix, Related
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.syntax.edits import reflowed
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.positions import Positions
 
 
@@ -23,21 +24,17 @@ def describe(node: cst.CSTNode, limit: int = 48) -> str:
     """Short source text of a node for messages: `clip_by_global_norm(1.0)`, `adamw(...)`."""
     if isinstance(node, cst.Call):
         func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else _code(func)
+        name = func.attr.value if isinstance(func, cst.Attribute) else node_text(func)
         if isinstance(func, cst.Call):  # inject_hyperparams(optax.adamw)(...)
             inner = func.args[0].value if func.args else None
-            inner_name = inner.attr.value if isinstance(inner, cst.Attribute) else (_code(inner) if inner is not None else "?")
+            inner_name = inner.attr.value if isinstance(inner, cst.Attribute) else (node_text(inner) if inner is not None else "?")
             name = f"inject_hyperparams({inner_name})"
-        args = ", ".join(_code(a).rstrip(", ") for a in node.args)
+        args = ", ".join(node_text(a).rstrip(", ") for a in node.args)
         text = f"{name}({args})"
         return text if len(text) <= limit and "\n" not in text else f"{name}(...)"
-    text = _code(node)
+    text = node_text(node)
     return text if len(text) <= limit and "\n" not in text else text.split("\n")[0][:limit] + "..."
 
-
-def _code(node: cst.CSTNode) -> str:
-    code = cst.Module([]).code_for_node(node)
-    return " ".join(code.split())
 
 
 class Context:

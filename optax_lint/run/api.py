@@ -27,7 +27,12 @@ from optax_lint.core.source import (
 )
 from optax_lint.run.cache import FixMarker as _Marker
 from optax_lint.run.options import RunOptions
-from optax_lint.run.per_file import declared_context, fixed_findings, read_failure, verify_gate
+from optax_lint.run.per_file import (
+    declared_context,
+    fixed_findings,
+    read_failure,
+    verify_gate,
+)
 
 
 @dataclass

@@ -34,7 +34,12 @@ from typing import Optional
 
 from optax_lint import __version__
 from optax_lint.core import readlog
-from optax_lint.core.cache_files import CACHEDIR_TAG, ensure_dir, read_checked, write_checked
+from optax_lint.core.cache_files import (
+    CACHEDIR_TAG,
+    ensure_dir,
+    read_checked,
+    write_checked,
+)
 from optax_lint.core.diagnostics import (
     Applicability,
     Edit,

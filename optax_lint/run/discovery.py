@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from optax_lint.core.globs import IgnoreRules, Patterns, below, config_patterns, find_repo_root
+from optax_lint.core.globs import (
+    IgnoreRules,
+    Patterns,
+    below,
+    config_patterns,
+    find_repo_root,
+)
 
 __all__ = ["DEFAULT_EXCLUDE", "Discovery", "Problem", "discover", "is_excluded"]
 

@@ -20,7 +20,12 @@ from optax_lint.notebook.lint import (
     to_cells,
     verify_cells,
 )
-from optax_lint.run.per_file import declared_context, fixed_findings, read_failure, verify_gate
+from optax_lint.run.per_file import (
+    declared_context,
+    fixed_findings,
+    read_failure,
+    verify_gate,
+)
 
 
 def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:

@@ -23,8 +23,12 @@ import libcst as cst
 
 from optax_lint.facts.checkpoints.classify import PayloadClassifier
 from optax_lint.facts.checkpoints.files import file_path, read_from, written_to
-
-from optax_lint.facts.checkpoints.records import CheckpointObject, LegacyCall, RestoreSite, SaveSite
+from optax_lint.facts.checkpoints.records import (
+    CheckpointObject,
+    LegacyCall,
+    RestoreSite,
+    SaveSite,
+)
 from optax_lint.facts.checkpoints.targets import same_target
 from optax_lint.facts.checkpoints.vocabulary import (
     FLAX_CHECKPOINTS,

@@ -29,6 +29,3 @@ def call_arg(call: cst.Call, position: Optional[int], keyword: str) -> Optional[
     positional = positional_args(call)
     return positional[position] if position < len(positional) else None
 
-
-def code_of(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module([]).code_for_node(node).split())

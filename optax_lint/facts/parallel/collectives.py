@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import call_arg, code_of, has_star
+from optax_lint.facts.parallel.calls import call_arg, has_star
 from optax_lint.facts.parallel.names import COLLECTIVES, axis_set, collective_op
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import CallRecord
 
@@ -38,7 +39,7 @@ def classify_operand(expr: Optional[cst.BaseExpression]) -> str:
         return "other"
     if isinstance(expr, cst.Dict):
         return "metrics"
-    text = code_of(expr)
+    text = node_text(expr)
     if _GRAD.search(text):
         return "grads"
     if _LOSS.search(text):

@@ -10,7 +10,11 @@ from typing import Any, Iterable, Iterator, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.names import DEFAULT_DEVICE_COUNT_NAMES, DEFAULT_PER_DEVICE_BATCH_NAMES, DEVICE_COUNT_CALLS
+from optax_lint.facts.parallel.names import (
+    DEFAULT_DEVICE_COUNT_NAMES,
+    DEFAULT_PER_DEVICE_BATCH_NAMES,
+    DEVICE_COUNT_CALLS,
+)
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope, iter_children

@@ -11,7 +11,12 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import call_arg, code_of, has_star, keyword_arg, positional_args
+from optax_lint.facts.parallel.calls import (
+    call_arg,
+    has_star,
+    keyword_arg,
+    positional_args,
+)
 from optax_lint.facts.parallel.interpreter import (
     CLEAN,
     UNK,
@@ -34,6 +39,7 @@ from optax_lint.facts.parallel.names import (
     collective_op,
 )
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import Scope
 
@@ -293,7 +299,7 @@ class GradInterpreter(Interpreter):
             pairs = [(a, v) for a, v in zip(call.args, values) if a.keyword is None]
             if argnums < len(pairs) and isinstance(pairs[argnums][1], AParam):
                 wrt = pairs[argnums][1].name
-                wrt_text = code_of(pairs[argnums][0].value)
+                wrt_text = node_text(pairs[argnums][0].value)
         grad = AGrad(call, wrt=wrt, loss_reduced=self._loss_reduced(fn), wrt_text=wrt_text)
         if fn.axes is not None:
             grad = grad.reduced(fn.axes)

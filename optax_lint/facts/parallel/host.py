@@ -11,9 +11,30 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import call_arg, has_star, keyword_arg, positional_args
-from optax_lint.facts.parallel.interpreter import CLEAN, UNK, AClean, AContainer, ALocalFn, ATuple, AUnknown, Frame, Interpreter
-from optax_lint.facts.parallel.names import REPLICATE, RESTORES, TRAIN_STATE_CREATE_SUFFIX, TREE_MAP, UNREPLICATE
+from optax_lint.facts.parallel.calls import (
+    call_arg,
+    has_star,
+    keyword_arg,
+    positional_args,
+)
+from optax_lint.facts.parallel.interpreter import (
+    CLEAN,
+    UNK,
+    AClean,
+    AContainer,
+    ALocalFn,
+    ATuple,
+    AUnknown,
+    Frame,
+    Interpreter,
+)
+from optax_lint.facts.parallel.names import (
+    REPLICATE,
+    RESTORES,
+    TRAIN_STATE_CREATE_SUFFIX,
+    TREE_MAP,
+    UNREPLICATE,
+)
 from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.facts.state.origins import subclasses_train_state
 from optax_lint.syntax.names import lookup

@@ -10,10 +10,24 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of, has_star, positional_args
-from optax_lint.facts.parallel.mesh import mesh_axis_names, mesh_axis_sizes, partition_spec_replicated
-from optax_lint.facts.parallel.names import MAPPER_POSITIONAL, MAPPERS, PARTIAL, PMAP, SHARD_MAP, VMAP, axis_set, fmt_axes
+from optax_lint.facts.parallel.calls import has_star, positional_args
+from optax_lint.facts.parallel.mesh import (
+    mesh_axis_names,
+    mesh_axis_sizes,
+    partition_spec_replicated,
+)
+from optax_lint.facts.parallel.names import (
+    MAPPER_POSITIONAL,
+    MAPPERS,
+    PARTIAL,
+    PMAP,
+    SHARD_MAP,
+    VMAP,
+    axis_set,
+    fmt_axes,
+)
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -152,7 +166,7 @@ class MappedStep:
         short = self.mapper.rsplit(".", 1)[-1]
         target = self.function.name if self.function is not None and self.function.kind == "function" else None
         if target is None and self.target is not None:
-            target = code_of(self.target)
+            target = node_text(self.target)
             if len(target) > 40:
                 target = target[:37] + "..."
         return f"{short}({target})" if target else short

@@ -31,14 +31,24 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.collectives import Collective, classify_operand, find_collectives
+from optax_lint.facts.parallel.collectives import (
+    Collective,
+    classify_operand,
+    find_collectives,
+)
 from optax_lint.facts.parallel.grads import GradFlow, trace_grads
-from optax_lint.facts.parallel.host import AFresh, ARepl, Crossing, HostInterpreter, ReplicatedSave, walk_host
+from optax_lint.facts.parallel.host import (
+    AFresh,
+    ARepl,
+    Crossing,
+    HostInterpreter,
+    ReplicatedSave,
+    walk_host,
+)
 from optax_lint.facts.parallel.names import DATA_PARALLEL_AXES
 from optax_lint.facts.parallel.sites import MappedStep, SiteFinder
 from optax_lint.facts.parallel.tracing import Tracing, UnboundUse
 from optax_lint.syntax.walker import Scope
-
 
 
 class ParallelFacts:

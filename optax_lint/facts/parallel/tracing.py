@@ -10,11 +10,12 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of, keyword_arg, positional_args
+from optax_lint.facts.parallel.calls import keyword_arg, positional_args
 from optax_lint.facts.parallel.collectives import Collective
 from optax_lint.facts.parallel.names import PARTIAL, PASS_THROUGH, axis_set
 from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import CallRecord, Scope, iter_children
 
@@ -176,7 +177,7 @@ class Tracing:
         axis = keyword_arg(call, "axis_name")
         if axis is not None:
             return axis_set(value_of(axis.value, scope)) or frozenset()
-        return Unknown(f"passed to {code_of(call.func)[:40]}")
+        return Unknown(f"passed to {node_text(call.func)[:40]}")
 
     def unbound_axis_uses(self) -> list[UnboundUse]:
         """Collectives naming an axis that the pmap/shard_map site tracing them does not

@@ -29,7 +29,6 @@ from optax_lint.facts.state.reads import HyperparamsAccess, TreeAccess
 from optax_lint.syntax.walker import Scope
 
 
-
 class StateFacts:
     """The optimizer-state facts of one module (`state_facts(facts)`)."""
 

@@ -20,6 +20,7 @@ from optax_lint.rules.api_currency.rewrites import as_keyword, spell
 from optax_lint.rules.api_currency.wording import code_text
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_code
 
 
 class LegacyFlaxOptimizerApi(Rule):
@@ -95,7 +96,7 @@ class LegacyFlaxOptimizerApi(Rule):
             param = spell(table_for(ctx.facts).nnx.get("legacy_wrt_default", "flax.nnx.Param"), record.scope)
             if param is not None:
                 fix = fixes.replace(call, fixes.add_keyword(call, "wrt", param))
-                title = f"Add wrt={cst.Module([]).code_for_node(param)} (the pre-0.11 default)"
+                title = f"Add wrt={node_code(param)} (the pre-0.11 default)"
         else:
             return
         fix, title, help_text = gated(ctx, fix, "flax.nnx.Optimizer(wrt=)", title if fix is not None else "")

@@ -10,6 +10,7 @@ import libcst as cst
 from optax_lint.facts.api_currency import CallRecipe
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.names import qualified_name
+from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.walker import Scope
 
 
@@ -98,7 +99,7 @@ def apply_recipe(args: Sequence[cst.Arg], recipe: CallRecipe) -> Optional[list[c
 def _alias_local(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    return cst.Module([]).code_for_node(alias.name)
+    return node_code(alias.name)
 
 
 def _moved_alias(alias: cst.ImportAlias, new_name: str) -> cst.ImportAlias:

@@ -8,6 +8,7 @@ import libcst as cst
 from optax_lint.core.diagnostics import Severity
 from optax_lint.facts.api_currency import CurrencyTable, Entry
 from optax_lint.rules.api_currency.rewrites import literal
+from optax_lint.syntax.nodes import node_code, node_text
 
 _WHEN = {
     "access": "on access",
@@ -34,7 +35,7 @@ def advice_text(entry: Entry) -> str:
     if entry.hint:
         return entry.hint
     if entry.replacement and entry.call is not None and entry.call.add:
-        extra = ", ".join(f"{k}={cst.Module([]).code_for_node(literal(v))}" for k, v in entry.call.add.items())
+        extra = ", ".join(f"{k}={node_code(literal(v))}" for k, v in entry.call.add.items())
         return f"use {entry.replacement}(..., {extra})"
     if entry.replacement:
         return f"use {entry.replacement}"
@@ -47,7 +48,7 @@ def severity(removed: bool) -> Severity:
 
 def code_text(node: cst.CSTNode, limit: int = 60) -> str:
     """Source text of a node for messages, receiver included (`optimizer.update(grads)`)."""
-    text = " ".join(cst.Module([]).code_for_node(node).split())
+    text = node_text(node)
     if len(text) <= limit:
         return text
     if isinstance(node, cst.Call):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.rules.base import describe
+from optax_lint.syntax.nodes import node_text
 
 
 def call_text(call: cst.Call, limit: int = 64) -> str:
     """`mngr.save(step, args=...)`: a call with its receiver, shortened for messages."""
-    func = " ".join(cst.Module([]).code_for_node(call.func).split())
+    func = node_text(call.func)
     text = describe(call, limit=10_000)
     args = text[text.index("(") :] if "(" in text else "()"
     full = f"{func}{args}"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 
 # What writing one copy per device costs, by the library that writes it.
 _REPLICATED_SAVE = {
@@ -32,7 +32,7 @@ class CheckpointReplicatedState(Rule):
                 fix = fixes.replace(save.saved, fixes.wrapped_in_call(save.saved, f"{unreplicate}.unreplicate"))
             ctx.report(
                 save.saved,
-                saved=code_of(save.saved),
+                saved=node_text(save.saved),
                 save=describe(save.call),
                 origin=("from " if value.how == "replicate" else "output of ") + describe(value.node),
                 consequence=_REPLICATED_SAVE.get(save.how, _REPLICATED_SAVE["other"]),

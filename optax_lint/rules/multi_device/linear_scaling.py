@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of
 from optax_lint.facts.parallel.devices import (
     BatchEvidence,
     context_value,
@@ -16,6 +15,7 @@ from optax_lint.facts.parallel.devices import (
 )
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import single_binding, value_of
 
 
@@ -132,5 +132,5 @@ class ScalingRule(Rule):
         if is_number(per):
             return f"{fmt_number(per)} x jax.device_count()"
         if batch.per_device is not None:
-            return f"{code_of(batch.per_device)} x jax.device_count()"
+            return f"{node_text(batch.per_device)} x jax.device_count()"
         return "per-device batch x jax.device_count()"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of
 from optax_lint.facts.parallel.grads import AGrad, Sink
 from optax_lint.facts.parallel.names import fmt_axes
 from optax_lint.facts.parallel.sites import MappedStep
@@ -13,6 +12,7 @@ from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
 
 
@@ -47,7 +47,7 @@ class PmapGradientsNotAveraged(Rule):
 
     def _report(self, ctx: Context, pf, step: MappedStep, sink: Sink, grad: AGrad, axes) -> None:
         update = describe(sink.call)
-        grads = code_of(sink.arg.value)
+        grads = node_text(sink.arg.value)
         if axes:
             axis = sorted(axes)[0]
             detail = f"over {fmt_axes(axes)}"

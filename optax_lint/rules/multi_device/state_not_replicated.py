@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel.calls import code_of
 from optax_lint.facts.parallel.host import AFresh
 from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
+from optax_lint.syntax.nodes import node_text
 
 
 def _source(node) -> str:
     if isinstance(node, cst.Call):
-        return code_of(node.func) + "(...)"
+        return node_text(node.func) + "(...)"
     return describe(node)
 
 
@@ -35,7 +35,7 @@ class StateNotReplicated(Rule):
             seen.add(id(node))
             ctx.report(
                 node,
-                value=code_of(node),
+                value=node_text(node),
                 step=crossing.step.describe(),
                 source=_source(value.node),
                 axis=crossing.axis,

@@ -13,8 +13,9 @@ from optax_lint.facts.state.origins import TREE_GET, TREE_SET
 from optax_lint.facts.state.paths import key_literal, path_expr
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.optax_states import STATE_FIELD_HOLDERS, field_holder
-from optax_lint.rules.state.wording import call_text, code_of, describe_node
+from optax_lint.rules.state.wording import call_text, describe_node
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 
 
 def _holders(sub: Layout, key: str, pipeline: Pipeline) -> tuple[int, list[str], list[tuple[Optional[tuple], Layout]]]:
@@ -74,7 +75,7 @@ class AmbiguousTreeGet(Rule):
                     slice=[cst.SubscriptElement(slice=cst.Index(value=cst.SimpleString(key_literal(tree.key))))],
                 )
                 fix = fixes.replace(tree.call, direct)
-                title = f"Read {code_of(direct)}"
+                title = f"Read {node_text(direct)}"
             else:
                 lam = cst.parse_expression('lambda path, value: hasattr(value, "dtype")')
                 fix = fixes.replace(tree.call, fixes.add_keyword(tree.call, "filtering", lam))

@@ -20,8 +20,9 @@ from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
 from optax_lint.rules.state.hyperparams_reads import judge
 from optax_lint.rules.state.optax_states import INJECT_NEEDS_STATIC, field_holder
-from optax_lint.rules.state.wording import call_text, code_of, describe_node
+from optax_lint.rules.state.wording import call_text, describe_node
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 
 
 class HyperparamsNotInjected(Rule):
@@ -56,7 +57,7 @@ class HyperparamsNotInjected(Rule):
             if not _is_hyperparameter(pipeline, tree.key) or field_holder(pipeline, tree.key):
                 continue
             default = tree.call.args[2] if len(positional_args(tree.call)) > 2 else keyword_arg(tree.call, "default")
-            outcome = "returns None" if default is None else f"returns its default ({code_of(default.value)})"
+            outcome = "returns None" if default is None else f"returns its default ({node_text(default.value)})"
             ctx.report(
                 tree.call,
                 access=call_text(tree.call),

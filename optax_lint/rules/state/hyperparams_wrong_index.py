@@ -13,8 +13,9 @@ from optax_lint.facts.state.origins import Held
 from optax_lint.facts.state.paths import path_expr, path_text
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.hyperparams_reads import judge
-from optax_lint.rules.state.wording import code_of, describe_node
+from optax_lint.rules.state.wording import describe_node
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 
 
 def _what(reached: Optional[Layout]) -> str:
@@ -27,7 +28,7 @@ def _what(reached: Optional[Layout]) -> str:
 
 def _base_text(access_base: Optional[cst.BaseExpression], held: Optional[Held]) -> tuple[str, tuple]:
     if access_base is not None and held is not None:
-        return code_of(access_base), held.path
+        return node_text(access_base), held.path
     return "opt_state", ()
 
 
@@ -57,7 +58,7 @@ class HyperparamsWrongIndex(Rule):
                 else:
                     targets.append("at an index that depends on a condition")
             target = targets[0] if len(targets) == 1 else "one of " + ", ".join(targets)
-            problem = verdict.error or f"{code_of(access.node.value)} is {_what(verdict.reached)}, which has no hyperparams"
+            problem = verdict.error or f"{node_text(access.node.value)} is {_what(verdict.reached)}, which has no hyperparams"
             fix = None
             if len(candidates) == 1 and candidates[0][0] is not None and access.base_held is not None:
                 path = candidates[0][0]

@@ -10,7 +10,8 @@ import libcst as cst
 from optax_lint.facts.state.access import Held, StateFacts, state_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.pipelines import update_pipeline
-from optax_lint.rules.state.wording import call_text, code_of, describe_node
+from optax_lint.rules.state.wording import call_text, describe_node
+from optax_lint.syntax.nodes import node_text
 
 
 def _state_held(sf: StateFacts, site) -> Optional[Held]:
@@ -33,7 +34,7 @@ class InitUpdateDifferentOptimizers(Rule):
             if updater is None or state is None or state.inferred or state.path or state.origin is None:
                 continue
             builder = state.pipeline
-            if builder is updater or code_of(builder.call) == code_of(updater.call):
+            if builder is updater or node_text(builder.call) == node_text(updater.call):
                 continue
             same_shape = [[s.primitive for s in seq] for seq in builder.sequences()] == [[s.primitive for s in seq] for seq in updater.sequences()]
             consequence = (

@@ -12,9 +12,9 @@ from optax_lint.facts.state.functions import JIT_WRAPPERS
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
 from optax_lint.rules.state.optax_states import INJECT_NEEDS_STATIC
-from optax_lint.rules.state.wording import code_of
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.arguments import bind
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
 
@@ -86,7 +86,7 @@ class InjectHyperparamsStaticArgs(Rule):
             bound = bind(call, record.scope, entry)
             for param, arg in bound.by_name.items():
                 if param not in static and _is_dtype(arg.value, facts, record.scope):
-                    problems.append((param, f"{param}={code_of(arg.value)} is callable, so it is treated as a schedule and init raises TypeError"))
+                    problems.append((param, f"{param}={node_text(arg.value)} is callable, so it is treated as a schedule and init raises TypeError"))
             if not problems:
                 continue
             names = [p for p, _ in problems]
@@ -101,6 +101,6 @@ class InjectHyperparamsStaticArgs(Rule):
                 call,
                 inject=describe(call),
                 problems="; ".join(text for _, text in problems),
-                static=code_of(value),
+                static=node_text(value),
                 fix=fixes.replace(wrapper, new_wrapper),
             )

@@ -11,8 +11,9 @@ from optax_lint.facts.state.walks import walk_scope
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import positional_args
 from optax_lint.rules.state.pipelines import update_pipeline
-from optax_lint.rules.state.wording import call_text, code_of, describe_node
+from optax_lint.rules.state.wording import call_text, describe_node
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.walker import Scope, walk
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "jax.tree_util.tree_multimap"})
@@ -117,7 +118,7 @@ class ManualUpdateSign(Rule):
                 seen.add(node)
                 ctx.report(
                     node,
-                    expr=call_text(node) if isinstance(node, cst.Call) else code_of(node),
+                    expr=call_text(node) if isinstance(node, cst.Call) else node_text(node),
                     updates=updates,
                     optimizer=describe_node(pipeline.root),
                     fix=fix,

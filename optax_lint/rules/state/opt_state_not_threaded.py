@@ -15,7 +15,8 @@ from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.loop_carry import carried_arg, owner_scope
 from optax_lint.rules.state.optax_states import STATELESS_PRIMITIVES
 from optax_lint.rules.state.pipelines import update_pipeline
-from optax_lint.rules.state.wording import call_text, code_of
+from optax_lint.rules.state.wording import call_text
+from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.walker import CallRecord, Scope
 
 
@@ -170,7 +171,7 @@ class OptStateNotThreaded(Rule):
                 new_state,
                 call=call_text(site.call),
                 problem=f"computes the new optimizer state as {new_state.value}, which is never used",
-                consequence=f"every step starts again from {code_of(state_arg.value)}, so the step count never passes 1, moment estimates restart and schedules stay at their first value",
+                consequence=f"every step starts again from {node_text(state_arg.value)}, so the step count never passes 1, moment estimates restart and schedules stay at their first value",
                 related=[(pipeline.call, "optimizer built here")],
             )
 

@@ -8,18 +8,15 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import TxNode
 from optax_lint.rules.base import describe
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module([]).code_for_node(node).split())
+from optax_lint.syntax.nodes import node_text
 
 
 def call_text(call: cst.Call, limit: int = 60) -> str:
     """`optimizer.update(grads, opt_state)`: the call with its receiver, shortened."""
-    text = code_of(call)
+    text = node_text(call)
     if len(text) <= limit:
         return text
-    return code_of(call.func) + "(...)" if len(code_of(call.func)) < limit else describe(call)
+    return node_text(call.func) + "(...)" if len(node_text(call.func)) < limit else describe(call)
 
 
 def describe_node(node: Optional[TxNode]) -> str:

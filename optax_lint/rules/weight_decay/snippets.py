@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-
-def _code(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module([]).code_for_node(node).split())
+from optax_lint.syntax.nodes import node_text
 
 
 def snippet(node: cst.CSTNode) -> str:
-    text = _code(node)
+    text = node_text(node)
     return text if len(text) <= 60 else text[:57] + "..."
