@@ -10,7 +10,6 @@ import pytest
 
 from optax_lint.engine import lint as engine
 from optax_lint.facts.checkpoints.flow import Flow
-from optax_lint.facts.checkpoints.sites import checkpoint_facts
 from optax_lint.facts.module import ModuleFacts
 
 HEADER = """\
@@ -34,7 +33,7 @@ def facts(src: str) -> ModuleFacts:
 
 
 def ckpt(src: str):
-    return checkpoint_facts(facts(src))
+    return facts(src).checkpoints
 
 
 def codes(src: str, select=("OPX501", "OPX502", "OPX503", "OPX504", "OPX505")) -> list[tuple[int, str]]:
@@ -280,7 +279,7 @@ def test_import_aliases_resolve():
         ),
         "x.py",
     )
-    c = checkpoint_facts(f)
+    c = f.checkpoints
     assert [s.method for s in c.saves] == ["CheckpointManager.save", "checkpoints.save_checkpoint"]
     assert all(s.payload.kind == "params" for s in c.saves)
 
@@ -290,7 +289,7 @@ def test_local_module_named_orbax_is_not_orbax():
         cst.parse_module("from myproject import orbax\nimport optax\nm = orbax.checkpoint.CheckpointManager('/x')\nm.save(1, {'params': p})\n"),
         "x.py",
     )
-    c = checkpoint_facts(f)
+    c = f.checkpoints
     assert c.objects == [] and c.saves == [] and c.legacy == []
 
 
@@ -313,7 +312,7 @@ def test_flow_follows_selection_and_step_functions():
             return train_step(params, opt_state, None)
         """
     f = facts(src)
-    c = checkpoint_facts(f)
+    c = f.checkpoints
     (restore,) = c.restores
     flow = Flow(c, restore.record.scope, {"restored": ()})
     assert flow.tracked["opt_state"] == ("opt_state",)

@@ -14,7 +14,6 @@ import pytest
 
 from optax_lint.engine import lint as engine
 from optax_lint.facts.masks import expr as mx
-from optax_lint.facts.masks.extract import mask_sites
 from optax_lint.facts.module import ModuleFacts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +32,7 @@ def _codes(text: str, codes: set[str], path: str = "train.py", root=None) -> lis
 
 def _only_site(text: str):
     facts = _facts(text)
-    (site,) = mask_sites(facts)
+    (site,) = facts.mask_sites
     return facts, site
 
 

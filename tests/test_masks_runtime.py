@@ -21,8 +21,6 @@ import jax.numpy as jnp  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
 from optax_lint.facts.masks import expr as mx  # noqa: E402
-from optax_lint.facts.masks.extract import mask_sites  # noqa: E402
-from optax_lint.facts.masks.param_tree import model_tree, stacked_layers  # noqa: E402
 from optax_lint.facts.module import ModuleFacts  # noqa: E402
 
 LINEN_MODEL = textwrap.dedent(
@@ -112,7 +110,7 @@ def test_linen_init_returns_plain_dicts_and_flax_names(linen_params) -> None:
 
 def test_static_param_tree_matches_the_real_params(linen_params) -> None:
     _, params = linen_params
-    tree = model_tree(_facts(LINEN_MODEL))
+    tree = _facts(LINEN_MODEL).model_tree
     assert tree is not None and tree.complete and tree.scanned
     real = {path: leaf.ndim for path, leaf in traverse_util.flatten_dict(params).items()}
     static = {leaf.names: len(leaf.shape) for leaf in tree.leaves}
@@ -120,7 +118,7 @@ def test_static_param_tree_matches_the_real_params(linen_params) -> None:
 
 
 def test_stacking_sites_are_found() -> None:
-    assert [s.how for s in stacked_layers(_facts(LINEN_MODEL))] == ["nn.scan(..., variable_axes={'params': ...})"]
+    assert [s.how for s in _facts(LINEN_MODEL).stacked_layers] == ["nn.scan(..., variable_axes={'params': ...})"]
 
 
 def test_flatten_dict_and_path_aware_map_paths_are_tuples_of_names() -> None:
@@ -149,10 +147,10 @@ def test_static_mask_values_equal_the_real_mask(linen_params, name: str) -> None
     exec(compile(source, "model.py", "exec"), scope)
     real = traverse_util.flatten_dict(scope["mask"](params))
     facts = _facts(source)
-    (site,) = mask_sites(facts)
+    (site,) = facts.mask_sites
     fn = site.function(facts)
     assert fn is not None, site.why_not()
-    static = {leaf.names: fn.value(leaf.names, leaf.shape) for leaf in model_tree(facts).leaves}
+    static = {leaf.names: fn.value(leaf.names, leaf.shape) for leaf in facts.model_tree.leaves}
     assert static == {k: bool(v) for k, v in real.items()}
 
 

@@ -21,7 +21,7 @@ from optax_lint.facts.parallel.grads import AGrad
 from optax_lint.facts.parallel.host import AFresh
 from optax_lint.facts.parallel.interpreter import CLEAN, UNK
 from optax_lint.facts.parallel.sites import MappedStep
-from optax_lint.facts.parallel.steps import ParallelFacts, parallel_facts
+from optax_lint.facts.parallel.steps import ParallelFacts
 from optax_lint.syntax.values import Unknown
 
 
@@ -31,7 +31,7 @@ def facts(src: str) -> ModuleFacts:
 
 
 def pf_of(src: str) -> ParallelFacts:
-    return parallel_facts(facts(src))
+    return facts(src).parallel
 
 
 def code(node) -> str:

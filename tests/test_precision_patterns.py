@@ -11,7 +11,6 @@ from optax_lint.core.diagnostics import Finding, Severity, Span
 from optax_lint.engine import lint as engine
 from optax_lint.facts.file_role import display_path
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.pipelines.use import used_as_optimizer
 from optax_lint.facts.schedules.analysis import schedule_facts
 
 
@@ -189,7 +188,7 @@ def test_used_as_optimizer_follows_branches_defaults_and_callers() -> None:
             return optax.apply_updates(params, updates)
         """
     )
-    used = used_as_optimizer(f)
+    used = f.used_as_optimizer
     names = {f.builder.build(p.call, p.record.scope).key: id(p.call) in used for p in f.pipelines}
     assert names["chain"] is True and names["sgd"] is True
     assert names["scale_by_rms"] is False

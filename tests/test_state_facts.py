@@ -11,7 +11,6 @@ import pytest
 
 from optax_lint.engine import lint as engine
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.state.access import state_facts
 from optax_lint.facts.state.paths import path_expr, path_text, split_state_expr
 
 SEED = """\
@@ -43,7 +42,7 @@ for batch in batches:
 def facts_of(source: str):
     module = cst.parse_module(textwrap.dedent(source))
     facts = ModuleFacts(module)
-    return facts, state_facts(facts)
+    return facts, facts.state
 
 
 def code(node) -> str:

@@ -19,7 +19,6 @@ from typing import Optional
 
 from optax_lint.core.catalogue import RuleSpec
 from optax_lint.facts.file_role import declares_context, is_test_file
-from optax_lint.facts.intended import blocks
 
 
 def silenced_in_file(spec: Optional[RuleSpec], facts) -> bool:
@@ -32,7 +31,7 @@ def drop_intended(findings: list, facts, catalogue: dict[str, RuleSpec]) -> list
     or version-guarded code."""
     if not findings or facts.positions is None:
         return findings
-    raising, guarded = blocks(facts)
+    raising, guarded = facts.intended_blocks
     if not raising and not guarded:
         return findings
 

@@ -418,16 +418,14 @@ class _Collector:
                 ref.uses_complete = False
 
 
-def currency_facts(facts) -> CurrencyFacts:
-    """References to table paths in this module (memoized per module)."""
-    return facts.memo("api_currency.references", _compute)
 
 
 def table_for(facts) -> CurrencyTable:
     return load_currency_table(facts.api)
 
 
-def _compute(facts) -> CurrencyFacts:
+def currency_references(facts) -> CurrencyFacts:
+    """References to table paths in this module."""
     table = table_for(facts)
     want_model = _has_nnx_optimizer(facts, table)
     if facts.text is not None and not want_model and not table.prefilter.search(facts.text):

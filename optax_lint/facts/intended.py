@@ -59,25 +59,21 @@ def _version_guard(node: cst.CSTNode) -> bool:
     return False
 
 
-def blocks(facts) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def intended_blocks(f) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """(line ranges expecting an error, line ranges guarded against a version)."""
-
-    def compute(f):
-        text = f.text or ""
-        if "raises" not in text.lower() and "hasattr" not in text and "except" not in text:
-            return [], []
-        owners = set(f.raw.parent_stmt.values())
-        raising, guarded = [], []
-        for node in owners:
-            if _expects_error(node):
-                span = f.positions.span(node)
-                test = _enclosing_test(node, f.raw.parent_stmt)
-                start = f.positions.span(test).line if test is not None else span.line
-                raising.append((start, span.end_line))  # code after the block is judged as usual
-            elif _version_guard(node):
-                body = node.body
-                span = f.positions.span(body)
-                guarded.append((span.line, span.end_line))
-        return raising, guarded
-
-    return facts.memo("intended_blocks", compute)
+    text = f.text or ""
+    if "raises" not in text.lower() and "hasattr" not in text and "except" not in text:
+        return [], []
+    owners = set(f.raw.parent_stmt.values())
+    raising, guarded = [], []
+    for node in owners:
+        if _expects_error(node):
+            span = f.positions.span(node)
+            test = _enclosing_test(node, f.raw.parent_stmt)
+            start = f.positions.span(test).line if test is not None else span.line
+            raising.append((start, span.end_line))  # code after the block is judged as usual
+        elif _version_guard(node):
+            body = node.body
+            span = f.positions.span(body)
+            guarded.append((span.line, span.end_line))
+    return raising, guarded

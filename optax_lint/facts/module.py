@@ -7,7 +7,7 @@ from its records on first use, so a file that builds no optimizer pays for none.
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -23,6 +23,14 @@ from optax_lint.facts.schedules.calls import Schedule, ScheduleExtractor
 from optax_lint.syntax.arguments import named_arg
 from optax_lint.syntax.names import NameResolver, qualified_name
 from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, collect
+
+if TYPE_CHECKING:  # the topic modules load on first use of their fact
+    from optax_lint.facts.api_currency import CurrencyFacts
+    from optax_lint.facts.checkpoints.sites import CheckpointFacts
+    from optax_lint.facts.masks.extract import MaskSite
+    from optax_lint.facts.masks.param_tree import ParamTree, StackSite
+    from optax_lint.facts.parallel.steps import ParallelFacts
+    from optax_lint.facts.state.access import StateFacts
 
 
 class ModuleFacts:
@@ -63,6 +71,87 @@ class ModuleFacts:
         if key not in self._memo:
             self._memo[key] = compute(self)
         return self._memo[key]
+
+    # -- topic facts: each built on first use, once per module ------------------
+    @functools.cached_property
+    def used_as_optimizer(self) -> set[int]:
+        """ids of the `Pipeline.call` of every pipeline used as the optimizer."""
+        from optax_lint.facts.pipelines.use import used_as_optimizer
+
+        return used_as_optimizer(self)
+
+    @functools.cached_property
+    def possible_calls_cache(self) -> dict:
+        """pipelines.use.possible_calls, memoized per (expression, scope)."""
+        return {}
+
+    @functools.cached_property
+    def sequences_cache(self) -> dict:
+        """pipelines.sequences.expanded_sequences, memoized per pipeline."""
+        return {}
+
+    @functools.cached_property
+    def state(self) -> StateFacts:
+        """Where opt_state comes from, its layouts, hyperparams and tree_get reads."""
+        from optax_lint.facts.state.access import StateFacts
+
+        return StateFacts(self)
+
+    @functools.cached_property
+    def parallel(self) -> ParallelFacts:
+        """pmap/shard_map/jit steps, collectives, gradient flow, replication."""
+        from optax_lint.facts.parallel.steps import ParallelFacts
+
+        return ParallelFacts(self)
+
+    @functools.cached_property
+    def checkpoints(self) -> CheckpointFacts:
+        """Checkpoint saves and restores and what they hold."""
+        from optax_lint.facts.checkpoints.sites import CheckpointFacts
+
+        return CheckpointFacts(self)
+
+    @functools.cached_property
+    def currency(self) -> CurrencyFacts:
+        """References to removed, deprecated or private library paths."""
+        from optax_lint.facts.api_currency import currency_references
+
+        return currency_references(self)
+
+    @functools.cached_property
+    def mask_sites(self) -> list[MaskSite]:
+        """Weight-decay masks and partition labels passed to the optimizers."""
+        from optax_lint.facts.masks.extract import collect_mask_sites
+
+        return collect_mask_sites(self)
+
+    @functools.cached_property
+    def model_tree(self) -> Optional[ParamTree]:
+        """The parameter names the file's flax/haiku model produces, when known."""
+        from optax_lint.facts.masks.param_tree import build_model_tree
+
+        return build_model_tree(self)
+
+    @functools.cached_property
+    def stacked_layers(self) -> list[StackSite]:
+        """Layers stacked by nn.scan/nnx.scan (their params gain a leading axis)."""
+        from optax_lint.facts.masks.param_tree import find_stacked_layers
+
+        return find_stacked_layers(self)
+
+    @functools.cached_property
+    def declares_pytorch_names(self) -> bool:
+        """Whether this file, or a project module it imports, names a parameter PyTorch-style."""
+        from optax_lint.facts.masks.model_sources import declares_pytorch_names
+
+        return declares_pytorch_names(self)
+
+    @functools.cached_property
+    def intended_blocks(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """(line ranges written to raise, line ranges guarded against a version)."""
+        from optax_lint.facts.intended import intended_blocks
+
+        return intended_blocks(self)
 
     @functools.cached_property
     def run_context(self):

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 from optax_lint.facts.masks import expr as mx
-from optax_lint.facts.masks.extract import mask_sites
-from optax_lint.facts.masks.param_tree import model_tree, stacked_layers, synthetic_tree
+from optax_lint.facts.masks.param_tree import synthetic_tree
 from optax_lint.syntax.positions import Positions
 from optax_lint.verify.pipeline_report import PipelineReport
 
@@ -25,22 +24,22 @@ _EXPECTED = {"kernel": "decayed", "embedding": "decayed", "bias": "not decayed",
 def _params_tree(facts):
     """The file's model, else the model of a project module it imports, else a small
     synthetic Transformer (stacked when the file scans layers)."""
-    tree = model_tree(facts)
+    tree = facts.model_tree
     if tree is not None and tree.leaves:
         return tree
     from optax_lint.facts.project.config import project_of
 
     for module in project_of(facts).imported_modules(("flax",)):
-        tree = model_tree(module)
+        tree = module.model_tree
         if tree is not None and tree.leaves:
             return tree
-    return synthetic_tree(scanned=bool(stacked_layers(facts)))
+    return synthetic_tree(scanned=bool(facts.stacked_layers))
 
 
 def mask_reports(facts, worker) -> list[PipelineReport]:
     positions = Positions(facts.module)
     reports = []
-    for site in mask_sites(facts):
+    for site in facts.mask_sites:
         kind = site.role()
         if kind not in ("decay", "no_decay"):
             continue

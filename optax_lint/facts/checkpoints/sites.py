@@ -11,7 +11,7 @@ cannot be followed is `unknown`, and rules stay silent on it. Restores record wh
 target (abstract structure) was given; flow.py follows the restored value.
 
 Built from the walker's records only (no visitors); cached per module with
-`facts.memo("checkpoints", ...)`.
+`ModuleFacts.checkpoints`.
 """
 
 from __future__ import annotations
@@ -307,6 +307,3 @@ class CheckpointFacts(PayloadClassifier):
                 return objects[0]
         return None
 
-
-def checkpoint_facts(facts) -> CheckpointFacts:
-    return facts.memo("checkpoints", CheckpointFacts)

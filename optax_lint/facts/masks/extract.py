@@ -527,11 +527,8 @@ def decay_mask_param(node: TxNode) -> Optional[str]:
     return next((p for p in DECAY_MASK_PARAMS if p in node.entry.params), None)
 
 
-def mask_sites(facts) -> list[MaskSite]:
-    return facts.memo("mask_sites", _collect_sites)
 
-
-def _collect_sites(facts) -> list[MaskSite]:
+def collect_mask_sites(facts) -> list[MaskSite]:
     out: list[MaskSite] = []
     seen: set[int] = set()
     for pipeline in facts.pipelines:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 
-from optax_lint.facts.masks.param_tree import stacked_layers
-
 _DECLARES_PYTORCH_NAME = re.compile(
     r"""(?:param|get_parameter)\(\s*['"](?:weight|gamma|beta|running_mean|running_var)['"]"""
     r"|self\.(?:weight|gamma|beta)\s*=\s*(?:nnx\.)?Param\("
@@ -19,27 +17,24 @@ def declares_pytorch_names(facts) -> bool:
     """Whether this file, or a project module it imports, declares a parameter with a
     PyTorch-style name (`self.param("weight", ...)`, `self.weight = nnx.Param(...)`)."""
 
-    def compute(facts) -> bool:
-        from optax_lint.facts.project.config import project_of
+    from optax_lint.facts.project.config import project_of
 
-        texts = [facts.text or ""]
-        project = project_of(facts)
-        texts += [project.text_of(path) or "" for path in project.imported_paths()]
-        return any(_DECLARES_PYTORCH_NAME.search(text) for text in texts)
-
-    return facts.memo("pytorch_leaf_names", compute)
+    texts = [facts.text or ""]
+    project = project_of(facts)
+    texts += [project.text_of(path) or "" for path in project.imported_paths()]
+    return any(_DECLARES_PYTORCH_NAME.search(text) for text in texts)
 
 
 def project_stacks(facts) -> list:
     """(module facts, stack site) pairs for where this file, or else the first project
     module it imports that stacks layers (the model's), stacks them."""
-    found = [(facts, s) for s in stacked_layers(facts)]
+    found = [(facts, s) for s in facts.stacked_layers]
     if found:
         return found
     from optax_lint.facts.project.config import project_of
 
     for module in project_of(facts).imported_modules(("scan", "vmap", "layer_stack")):
-        found.extend((module, s) for s in stacked_layers(module))
+        found.extend((module, s) for s in module.stacked_layers)
         if found:
             break
     return found

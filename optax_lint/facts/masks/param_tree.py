@@ -89,9 +89,6 @@ def frameworks(facts) -> set[str]:
     return found
 
 
-def model_tree(facts) -> Optional[ParamTree]:
-    return facts.memo("param_tree", _model_tree)
-
 
 def synthetic_tree(scanned: bool = False) -> ParamTree:
     """A small Transformer's params with flax's default names, for when no model is visible."""
@@ -107,7 +104,7 @@ def synthetic_tree(scanned: bool = False) -> ParamTree:
     return ParamTree(leaves, False, "<synthetic>", "<synthetic>", scanned)
 
 
-def _model_tree(facts) -> Optional[ParamTree]:
+def build_model_tree(facts) -> Optional[ParamTree]:
     classes = _module_classes(facts)
     if not classes:
         return None
@@ -336,14 +333,11 @@ class StackSite:
     how: str  # "nn.scan(..., variable_axes={'params': 0})", "nnx.scan", ...
 
 
-def stacked_layers(facts) -> list[StackSite]:
-    return facts.memo("stacked_layers", _stacked_layers)
-
 
 _NNX_STACKING = {"flax.nnx.scan": "nnx.scan", "flax.nnx.vmap": "nnx.vmap"}
 
 
-def _stacked_layers(facts) -> list[StackSite]:
+def find_stacked_layers(facts) -> list[StackSite]:
     out: list[StackSite] = []
     for record in facts.raw.calls:
         qual = qualified_name(record.node.func, record.scope)

@@ -1,5 +1,5 @@
 """Multi-device facts of a module (docs/protocol.md#multi-device-training), gathered
-behind `parallel_facts(facts)`; each job lives in its own module of this package:
+behind `ModuleFacts.parallel`; each job lives in its own module of this package:
 
 - **Mapped steps** (sites.py, mesh.py). Every `jax.pmap` (decorator, call,
   `functools.partial(jax.pmap, axis_name=...)`), `jax.shard_map` / `jax.smap`, `jax.vmap`
@@ -18,10 +18,10 @@ behind `parallel_facts(facts)`; each job lives in its own module of this package
 
 Whatever cannot be followed is Unknown, and rules stay silent on Unknown.
 
-For other families: `parallel_facts(facts).crossings` lists the values passed to
+For other families: `facts.parallel.crossings` lists the values passed to
 pmapped callables (`Crossing.value` is `AFresh` for host-side state from
 create/init/restore, `ARepl` for replicated or pmap-output trees, `ASingle` for
-unreplicated copies), and `parallel_facts(facts).replicated_saves` the saves that write
+unreplicated copies), and `facts.parallel.replicated_saves` the saves that write
 a replicated tree.
 """
 
@@ -52,7 +52,7 @@ from optax_lint.syntax.walker import Scope
 
 
 class ParallelFacts:
-    """The multi-device facts of one module (`parallel_facts(facts)`); the costly parts
+    """The multi-device facts of one module (`ModuleFacts.parallel`); the costly parts
     (collectives, gradient flows, the host walk, tracing) are computed on demand."""
 
     def __init__(self, facts) -> None:
@@ -185,6 +185,3 @@ class ParallelFacts:
                 out.append(step)
         return out
 
-
-def parallel_facts(facts) -> ParallelFacts:
-    return facts.memo("parallel", ParallelFacts)

@@ -7,7 +7,7 @@ from optax_lint.facts.pipelines.build import Pipeline, Step
 
 
 def expanded_sequences(facts, pipeline: Pipeline) -> list[list[Step]]:
-    cache = facts.memo("pipeline_sequences", lambda _: {})
+    cache = facts.sequences_cache
     key = id(pipeline)
     if key not in cache:
         cache[key] = (pipeline, pipeline.sequences())  # the pipeline is kept so its id stays unique

@@ -41,10 +41,6 @@ _MAX_DEPTH = 8
 
 def used_as_optimizer(facts) -> set[int]:
     """ids of the `Pipeline.call` of every pipeline used as the optimizer."""
-    return facts.memo("optimizer_use", _compute)
-
-
-def _compute(facts) -> set[int]:
     roots = {id(p.call) for p in facts.pipelines}
     out: set[int] = set()
     methods_count = (
@@ -81,7 +77,7 @@ def possible_calls(facts, expr: Optional[cst.BaseExpression], scope: Scope, dept
     expression, so many call sites passing names around stay linear)."""
     if expr is None or depth > _MAX_DEPTH:
         return []
-    memo = facts.memo("optimizer_use_calls", lambda _: {})
+    memo = facts.possible_calls_cache
     key = (id(expr), id(scope))
     if key in memo:
         return memo[key]

@@ -1,5 +1,5 @@
 """Optimizer state: where an `opt_state` comes from, what it looks like, and where it is
-read, gathered behind `state_facts(facts)`. Three facts, all static and all allowed to be
+read, gathered behind `ModuleFacts.state`. Three facts, all static and all allowed to be
 "unknown", each in its own module of this package:
 
 - **Origins** (origins.py, on the function table of functions.py): what an expression
@@ -30,7 +30,7 @@ from optax_lint.syntax.walker import Scope
 
 
 class StateFacts:
-    """The optimizer-state facts of one module (`state_facts(facts)`)."""
+    """The optimizer-state facts of one module (`ModuleFacts.state`)."""
 
     def __init__(self, facts) -> None:
         self.facts = facts
@@ -101,6 +101,3 @@ class StateFacts:
             current = self.raw.parent_stmt.get(current)
         return False
 
-
-def state_facts(facts) -> StateFacts:
-    return facts.memo("state_access", StateFacts)

@@ -7,7 +7,6 @@ import libcst as cst
 
 from optax_lint.core.diagnostics import Severity
 from optax_lint.facts.api_currency import (
-    currency_facts,
     model_name_at,
     nnx_constructions,
     nnx_rebound,
@@ -113,4 +112,4 @@ class LegacyFlaxOptimizerApi(Rule):
 
 
 def facts_model_reads(facts):
-    return currency_facts(facts).model_reads
+    return facts.currency.model_reads

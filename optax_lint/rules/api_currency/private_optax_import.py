@@ -6,12 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.core.diagnostics import Applicability, Severity
-from optax_lint.facts.api_currency import (
-    CurrencyTable,
-    Reference,
-    currency_facts,
-    table_for,
-)
+from optax_lint.facts.api_currency import CurrencyTable, Reference, table_for
 from optax_lint.rules.api_currency.references import import_safe
 from optax_lint.rules.api_currency.rewrites import rehome_imports, replace_pair, spell
 from optax_lint.rules.api_currency.wording import code_text, exception_name, severity
@@ -23,7 +18,7 @@ class PrivateOptaxImport(Rule):
     code = "OPX702"
 
     def check(self, ctx: Context) -> None:
-        facts = currency_facts(ctx.facts)
+        facts = ctx.facts.currency
         table = table_for(ctx.facts)
         by_statement: dict[int, list[Reference]] = {}
         for ref in facts.references:

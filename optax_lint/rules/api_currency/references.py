@@ -9,7 +9,7 @@ import libcst as cst
 
 from optax_lint.core.diagnostics import Applicability
 from optax_lint.core.target_versions import missing_in_target
-from optax_lint.facts.api_currency import Entry, Reference, currency_facts, table_for
+from optax_lint.facts.api_currency import Entry, Reference, table_for
 from optax_lint.facts.file_role import owning_package
 from optax_lint.rules.api_currency.rewrites import (
     apply_recipe,
@@ -113,7 +113,7 @@ def gated(ctx: Context, fix, key: str, title: str) -> tuple[Optional[fixes.Modul
 
 
 def report_references(ctx: Context, code: str) -> None:
-    facts = currency_facts(ctx.facts)
+    facts = ctx.facts.currency
     table = table_for(ctx.facts)
     for ref in facts.references:
         entry = ref.entry

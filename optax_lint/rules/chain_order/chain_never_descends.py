@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from optax_lint.facts.pipelines.build import Step
-from optax_lint.facts.pipelines.use import used_as_optimizer
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.chain_order.signs import negative_alias_lr
 
@@ -27,7 +26,7 @@ class ChainNeverDescends(Rule):
                 if flips % 2 == 0:
                     # A building block (scale_by_adam(), a trace direction) never descends
                     # by design: judge only what the file shows being used as the optimizer.
-                    used = used_as_optimizer(ctx.facts) if used is None else used
+                    used = ctx.facts.used_as_optimizer if used is None else used
                     if id(pipeline.call) not in used:
                         break
                     ctx.report(

@@ -8,11 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.checkpoints.payload import Payload
-from optax_lint.facts.checkpoints.sites import (
-    CheckpointFacts,
-    SaveSite,
-    checkpoint_facts,
-)
+from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
@@ -46,7 +42,7 @@ class CheckpointMissingOptState(Rule):
     code = "OPX501"
 
     def check(self, ctx: Context) -> None:
-        ckpt = checkpoint_facts(ctx.facts)
+        ckpt = ctx.facts.checkpoints
         if not ckpt.saves or not ckpt.has_optimizer:
             return
         for site in ckpt.saves:

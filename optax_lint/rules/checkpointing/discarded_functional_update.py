@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.checkpoints.sites import CheckpointFacts, checkpoint_facts
+from optax_lint.facts.checkpoints.sites import CheckpointFacts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
@@ -23,7 +23,7 @@ class DiscardedFunctionalUpdate(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        ckpt = checkpoint_facts(facts)
+        ckpt = facts.checkpoints
         for record in facts.raw.calls:
             if not record.is_expression_statement or _probing(facts, record):
                 continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.checkpoints.sites import checkpoint_facts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
@@ -15,7 +14,7 @@ class LegacyCheckpointApi(Rule):
     code = "OPX505"
 
     def check(self, ctx: Context) -> None:
-        ckpt = checkpoint_facts(ctx.facts)
+        ckpt = ctx.facts.checkpoints
         for legacy in ckpt.legacy:
             call = legacy.record.node
             fix = None

@@ -4,7 +4,6 @@ lists, and its opt_state is then used as optax state."""
 from __future__ import annotations
 
 from optax_lint.facts.checkpoints.flow import Use
-from optax_lint.facts.checkpoints.sites import checkpoint_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text
@@ -22,7 +21,7 @@ class RestoreWithoutTarget(Rule):
     code = "OPX503"
 
     def check(self, ctx: Context) -> None:
-        ckpt = checkpoint_facts(ctx.facts)
+        ckpt = ctx.facts.checkpoints
         for restore in ckpt.restores:
             if restore.target != "missing" or restore.api not in ("orbax", "flax_checkpoints"):
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.facts.checkpoints.flow import Flow
-from optax_lint.facts.checkpoints.sites import CheckpointFacts, checkpoint_facts
+from optax_lint.facts.checkpoints.sites import CheckpointFacts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text
@@ -18,7 +18,7 @@ class ResumeReinitializesOptimizer(Rule):
     code = "OPX502"
 
     def check(self, ctx: Context) -> None:
-        ckpt = checkpoint_facts(ctx.facts)
+        ckpt = ctx.facts.checkpoints
         for restore in ckpt.restores:
             saves = [s for s in ckpt.saves if ckpt.same_target(s, restore)]
             if not saves:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
@@ -23,7 +22,7 @@ class CheckpointReplicatedState(Rule):
     code = "OPX406"
 
     def check(self, ctx: Context) -> None:
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         unreplicate = import_name(ctx, "flax.jax_utils")
         for save in pf.replicated_saves:
             fix = None

@@ -13,7 +13,6 @@ from optax_lint.facts.parallel.devices import (
     per_device_batch,
     walk_expr,
 )
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import single_binding, value_of
@@ -58,7 +57,7 @@ def schedule_of(ctx: Context, expr, scope, depth: int = 0):
             return schedule_of(ctx, binding.value, binding.scope, depth + 1)
         return None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
-        fn, _, _ = parallel_facts(ctx.facts).sites.resolve_function(expr.func, scope)
+        fn, _, _ = ctx.facts.parallel.sites.resolve_function(expr.func, scope)
         if fn is None or fn.kind != "function":
             return None
         values = [r.node.value for r in fn.returns if r.node.value is not None]
@@ -76,7 +75,7 @@ class ScalingRule(Rule):
     and a device count that is unknown or at least `min_devices`."""
 
     def context(self, ctx: Context):
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         steps = pf.train_steps()
         if not steps:
             return None

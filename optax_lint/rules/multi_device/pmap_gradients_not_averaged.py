@@ -8,7 +8,6 @@ import libcst as cst
 from optax_lint.facts.parallel.grads import AGrad, Sink
 from optax_lint.facts.parallel.names import fmt_axes
 from optax_lint.facts.parallel.sites import MappedStep
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
@@ -27,7 +26,7 @@ class PmapGradientsNotAveraged(Rule):
     code = "OPX401"
 
     def check(self, ctx: Context) -> None:
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         seen: set = set()
         for step in pf.pmap_steps:
             if step.function is None or not pf.is_data_parallel(step):

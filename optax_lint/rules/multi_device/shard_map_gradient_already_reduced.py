@@ -5,7 +5,6 @@ it ends up n times too large."""
 from __future__ import annotations
 
 from optax_lint.facts.parallel.names import fmt_axes
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 
 
@@ -13,7 +12,7 @@ class ShardMapGradientAlreadyReduced(Rule):
     code = "OPX407"
 
     def check(self, ctx: Context) -> None:
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         seen: set = set()
         for step in pf.steps:
             if step.kind != "shard_map" or step.function is None or step.mapper == "jax.smap":

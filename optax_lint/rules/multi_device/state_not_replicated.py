@@ -6,7 +6,6 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.facts.parallel.host import AFresh
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax.nodes import node_text
 
@@ -21,7 +20,7 @@ class StateNotReplicated(Rule):
     code = "OPX405"
 
     def check(self, ctx: Context) -> None:
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         seen: set = set()
         for crossing in pf.crossings:
             value = crossing.value

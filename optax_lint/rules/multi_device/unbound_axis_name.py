@@ -7,7 +7,6 @@ import libcst as cst
 
 from optax_lint.facts.parallel.names import fmt_axes
 from optax_lint.facts.parallel.sites import MappedStep
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
 
@@ -16,7 +15,7 @@ class UnboundAxisName(Rule):
     code = "OPX402"
 
     def check(self, ctx: Context) -> None:
-        pf = parallel_facts(ctx.facts)
+        pf = ctx.facts.parallel
         for use in pf.unbound_axis_uses():
             root = use.root
             collective = use.collective

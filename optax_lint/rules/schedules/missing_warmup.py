@@ -11,7 +11,6 @@ import libcst as cst
 
 from optax_lint.core.diagnostics import Severity
 from optax_lint.core.protocol_table import suggested_warmup
-from optax_lint.facts.parallel.steps import parallel_facts
 from optax_lint.facts.schedules.analysis import (
     LrUse,
     Shape,
@@ -152,7 +151,7 @@ class MissingWarmup(Rule):
         record = facts.record_of.get(use.node.call)
         if peak is None or record is None or not isinstance(record.statement, cst.SimpleStatementLine):
             return None, None
-        if parallel_facts(facts).train_steps():
+        if facts.parallel.train_steps():
             return None, None  # under pmap the right warmup scales with the device count (OPX404): not a literal
         statement = record.statement
         warmup = suggested_warmup(steps, transformer)

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import Layout, TreeAccess, state_facts
+from optax_lint.facts.state.access import Layout, TreeAccess
 from optax_lint.facts.state.origins import TREE_GET, TREE_SET
 from optax_lint.facts.state.paths import key_literal, path_expr
 from optax_lint.rules.base import Context, Rule
@@ -46,7 +46,7 @@ class AmbiguousTreeGet(Rule):
         facts = ctx.facts
         if TREE_GET not in facts.calls_by_name and TREE_SET not in facts.calls_by_name:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         for tree in sf.tree_accesses():
             if tree.held is None or not tree.complete or tree.filtered:
                 continue

@@ -8,12 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import (
-    HyperparamsAccess,
-    StateFacts,
-    TreeAccess,
-    state_facts,
-)
+from optax_lint.facts.state.access import HyperparamsAccess, StateFacts, TreeAccess
 from optax_lint.facts.state.origins import TREE_GET
 from optax_lint.facts.state.paths import key_literal, path_expr
 from optax_lint.rules.base import Context, Rule, describe
@@ -33,7 +28,7 @@ class HyperparamsNotInjected(Rule):
         has_attr = any(r.node.attr.value == "hyperparams" for r in facts.raw.attributes)
         if not has_attr and TREE_GET not in facts.calls_by_name:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         for access in sf.hyperparams_accesses() if has_attr else ():
             judged = judge(sf, access)
             if judged is None or judged[0] != "none":

@@ -7,7 +7,6 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.state.access import state_facts
 from optax_lint.facts.state.layouts import Layout
 from optax_lint.facts.state.origins import Held
 from optax_lint.facts.state.paths import path_expr, path_text
@@ -38,7 +37,7 @@ class HyperparamsWrongIndex(Rule):
     def check(self, ctx: Context) -> None:
         if not any(r.node.attr.value == "hyperparams" for r in ctx.facts.raw.attributes):
             return
-        sf = state_facts(ctx.facts)
+        sf = ctx.facts.state
         for access in sf.hyperparams_accesses():
             judged = judge(sf, access)
             if judged is None or judged[0] != "wrong":

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.state.access import Held, StateFacts, state_facts
+from optax_lint.facts.state.access import Held, StateFacts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.pipelines import update_pipeline
 from optax_lint.rules.state.wording import call_text, describe_node
@@ -27,7 +27,7 @@ class InitUpdateDifferentOptimizers(Rule):
         sites = [s for s in ctx.facts.update_sites if s.kind == "update"]
         if not sites:
             return
-        sf = state_facts(ctx.facts)
+        sf = ctx.facts.state
         for site in sites:
             updater = update_pipeline(sf, site)
             state = _state_held(sf, site)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts
 from optax_lint.facts.state.functions import JIT_WRAPPERS
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
@@ -79,7 +79,7 @@ class InjectHyperparamsStaticArgs(Rule):
                 if param in static:
                     continue
                 if needs_jit:
-                    sf = sf or state_facts(facts)
+                    sf = sf or facts.state
                     if not _uses_jit(sf):
                         continue
                 problems.append((param, f"{param} {reason}"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts
 from optax_lint.facts.state.walks import walk_scope
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import positional_args
@@ -94,7 +94,7 @@ class ManualUpdateSign(Rule):
         sites = [s for s in facts.update_sites if s.kind == "update"]
         if not sites:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         seen: set = set()
         for site in sites:
             target = site.record.assigned_to

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import FunctionInfo, StateFacts, state_facts
+from optax_lint.facts.state.access import FunctionInfo, StateFacts
 from optax_lint.facts.state.walks import name_uses
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import keyword_arg
@@ -144,7 +144,7 @@ class OptStateNotThreaded(Rule):
         sites = facts.update_sites
         if not sites:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         self._discarded_update(ctx, sf)
         self._discarded_apply_gradients(ctx, sf)
         self._loop_passes_initial(ctx, sf)

@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
-from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts
 from optax_lint.facts.state.walks import name_uses
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
@@ -46,7 +46,7 @@ class OptimizerRebuiltInLoop(Rule):
         facts = ctx.facts
         if not facts.pipelines or not (facts.raw.loops or facts.raw.functions):
             return
-        sf = state_facts(facts)
+        sf = facts.state
         seen: set = set()
         for pipeline in facts.pipelines:
             for site in _construction_sites(sf, pipeline):

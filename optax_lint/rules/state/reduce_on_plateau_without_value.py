@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Optional
 
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
-from optax_lint.facts.state.access import state_facts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.pipelines import under_condition
@@ -27,7 +26,7 @@ class ReduceOnPlateauWithoutValue(Rule):
         facts = ctx.facts
         if not any(n.key == "contrib.reduce_on_plateau" for p in facts.pipelines for n in p.nodes()):
             return
-        sf = state_facts(facts)
+        sf = facts.state
         for site in facts.update_sites:
             if site.receiver is None or site.kind not in ("update", "apply_gradients"):
                 continue

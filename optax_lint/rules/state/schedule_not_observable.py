@@ -8,7 +8,7 @@ from typing import Iterator
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import TxNode
-from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.wording import describe_node
 
@@ -32,7 +32,7 @@ class ScheduleNotObservable(Rule):
         facts = ctx.facts
         if not facts.pipelines or not facts.schedules:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         linked = self._linked(sf)
         read = {id(a.held.pipeline) for a in sf.hyperparams_accesses() if a.held is not None}
         read |= {id(t.held.pipeline) for t in sf.tree_accesses() if t.held is not None}

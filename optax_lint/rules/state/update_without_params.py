@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
-from optax_lint.facts.state.access import StateFacts, state_facts
+from optax_lint.facts.state.access import StateFacts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import keyword_arg, positional_args
 from optax_lint.rules.state.pipelines import under_condition, update_pipeline
@@ -32,7 +32,7 @@ class UpdateWithoutParams(Rule):
         sites = [s for s in facts.update_sites if s.kind == "update"]
         if not sites:
             return
-        sf = state_facts(facts)
+        sf = facts.state
         for site in sites:
             call = site.call
             if site.has_star or len(positional_args(call)) != 2 or keyword_arg(call, "params") is not None:

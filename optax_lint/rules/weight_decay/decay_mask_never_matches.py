@@ -9,13 +9,11 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.masks import expr as mx
-from optax_lint.facts.masks.extract import MaskFunction, mask_sites
-from optax_lint.facts.masks.model_sources import declares_pytorch_names
+from optax_lint.facts.masks.extract import MaskFunction
 from optax_lint.facts.masks.param_tree import (
     LEAF_NAMES,
     ParamLeaf,
     frameworks,
-    model_tree,
     synthetic_tree,
 )
 from optax_lint.rules.base import Context, Rule
@@ -37,12 +35,12 @@ def candidate_leaves(facts, fn: MaskFunction) -> tuple[list[ParamLeaf], bool]:
     With the whole model visible, its leaves. Otherwise every path built from the
     names the mask itself mentions plus the framework's leaf names: a comparison
     that is false on all of them is false on any params the framework can produce."""
-    tree = model_tree(facts)
+    tree = facts.model_tree
     if tree is not None and tree.complete:
         return tree.leaves, True
     found = frameworks(facts)
     leaf_names = set(LEAF_NAMES["haiku"] if "haiku" in found and "flax" not in found else LEAF_NAMES["flax"])
-    if "torch" in found or "transformers" in found or not found & {"flax", "haiku"} or declares_pytorch_names(facts):
+    if "torch" in found or "transformers" in found or not found & {"flax", "haiku"} or facts.declares_pytorch_names:
         # The params may use these names after all: a PyTorch checkpoint, transformers'
         # flax models (FlaxT5's layer norms hold a 'weight'), or modules that call
         # self.param("weight", ...) in this file or a project module it imports.
@@ -153,10 +151,10 @@ def _why_never(facts, fn: MaskFunction, atom: list, exact: bool) -> str:
         dotted = next(s for s in literals if "." in s or "/" in s)
         return f"flatten_dict keys and path_aware_map paths are tuples of names such as ('LayerNorm_0', 'scale'); the joined name {dotted!r} is never one of them"
     pytorch = sorted({p for s in literals for p in re.split(r"[./]", s) if p in PYTORCH_LEAVES})
-    if pytorch and not declares_pytorch_names(facts):
+    if pytorch and not facts.declares_pytorch_names:
         return f"{pytorch[0]!r} is PyTorch's name: flax calls a LayerNorm's parameters 'scale' and 'bias' and a Dense layer's 'kernel' and 'bias'"
     if exact:
-        tree = model_tree(facts)
+        tree = facts.model_tree
         names = sorted({n for leaf in tree.leaves for n in leaf.names[:-1]})
         shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
         return f"the flax modules of {tree.root} are named {shown}, and none of its parameters matches"
@@ -165,7 +163,7 @@ def _why_never(facts, fn: MaskFunction, atom: list, exact: bool) -> str:
 
 def flipped(facts, fn: MaskFunction, kind: str) -> bool:
     """True where weight decay should not apply and False where it should."""
-    tree = model_tree(facts)
+    tree = facts.model_tree
     leaves = list(tree.leaves) if tree is not None else []
     if not leaves:
         leaves = synthetic_tree().leaves
@@ -184,7 +182,7 @@ class DecayMaskNeverMatches(Rule):
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
         seen: set = set()
-        for site in mask_sites(facts):
+        for site in facts.mask_sites:
             fn = site.function(facts)
             if fn is None or not fn.uses_path:
                 continue

@@ -9,7 +9,6 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.masks import expr as mx
-from optax_lint.facts.masks.extract import mask_sites
 from optax_lint.facts.masks.model_sources import project_stacks
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.weight_decay.snippets import snippet
@@ -20,7 +19,7 @@ class NdimMaskWithScannedLayers(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sites = [s for s in mask_sites(facts) if s.role() in ("decay", "no_decay")]
+        sites = [s for s in facts.mask_sites if s.role() in ("decay", "no_decay")]
         if not sites:
             return
         stacks: Optional[list] = None

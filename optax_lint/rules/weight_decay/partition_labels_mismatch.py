@@ -8,8 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.masks.extract import MaskSite, literal_tree, mask_sites
-from optax_lint.facts.masks.param_tree import model_tree
+from optax_lint.facts.masks.extract import MaskSite, literal_tree
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.rules.base import Context, Rule
 from optax_lint.syntax.values import Unknown, single_binding, value_of
@@ -22,7 +21,7 @@ class PartitionLabelsMismatch(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        for site in mask_sites(facts):
+        for site in facts.mask_sites:
             tree = literal_tree(site.expr, site.scope)
             if tree is None:
                 continue
@@ -39,7 +38,7 @@ class PartitionLabelsMismatch(Rule):
             return "the params are a FrozenDict and this is a plain dict: their pytree structures differ (optax raises 'pytree structure error: different types'); build it with flax.core.freeze or pass a function"
         if isinstance(tree, cst.Dict):
             keys = [value_of(e.key, site.scope) for e in tree.elements if isinstance(e, cst.DictElement)]
-            model = model_tree(facts)
+            model = facts.model_tree
             if (
                 model is not None and model.complete and keys and all(isinstance(k, str) for k in keys)
                 and len(keys) == len(tree.elements) and set(keys) != {"params"}
