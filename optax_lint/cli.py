@@ -520,6 +520,9 @@ def _context_steps(text: str, path: str) -> Optional[int]:
               help="Known issue (repeatable): gradient-explosion, gradient-noise, slow-convergence, overfitting, unstable-early.")
 @click.option("--memory-constrained", is_flag=True, help="Optimizer state must be small.")
 @click.option("--sparse-gradients", is_flag=True, help="Mostly-zero gradients (embeddings): factored second moments.")
+@click.option("--base-lr", help="A learning rate you tuned (with --base-batch): scaled from there instead of the protocol's.")
+@click.option("--base-batch", help="The global batch --base-lr was tuned at.")
+@click.option("--device-memory", help="GB one device holds, for the memory verdict [default: 80].")
 @click.option("--output-format", type=click.Choice(["text", "python", "json"]), default="text", show_default=True,
               help="text: the decision trace, code, schedule and advice; python: a runnable module; json: structured, for tools.")
 @click.option("--verify", is_flag=True, help="Build and step the chain under JAX and check the schedule's numbers (needs jax and optax: the verify extra).")
