@@ -130,7 +130,7 @@ def main() -> None:
 @click.option("--jobs", "-j", type=int, default=0, help="Worker processes (0: one per core).")
 @click.option("--context", "context_items", multiple=True, metavar="FIELD=VALUE,...",
               help="Declare the run context, e.g. arch=transformer,steps=50000 (overrides pragmas, config and inference).")
-@click.option("--verify", is_flag=True, help="Build each optimizer chain under JAX (never running your file) and measure what the rules claim; with --fix, refuse fixes that do not verify. Needs optax-lint[verify].")
+@click.option("--verify", is_flag=True, help="Build each optimizer chain under JAX (never running your file) and measure what the rules claim; with --fix, refuse fixes that do not verify. Needs jax and optax (the verify extra).")
 @click.option("--show-context", is_flag=True, help="Print each file's run context with its provenance, and the rules it leaves silent.")
 @click.option("--max-file-size", "max_file_size", default=None, metavar="SIZE",
               help="Report files larger than SIZE (bytes, or e.g. 512KB, 8MB; default 8MB) as OPX003 without reading them.")
@@ -417,7 +417,7 @@ def _ci_filter(outcome, changes, baseline_file: Optional[Path], known: Optional[
 @main.command("schedule")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--png", "png", type=click.Path(path_type=Path), default=None,
-              help="Also draw the schedules into this PNG file (with matplotlib, which optax-lint[verify] installs).")
+              help="Also draw the schedules into this PNG file (with matplotlib, which the verify extra installs).")
 @click.option("--steps", type=int, default=None, help="Training length in optimizer steps (marks the training end).")
 @click.option("--width", type=int, default=72, show_default=True, help="Chart width in terminal columns.")
 @click.option("--height", type=int, default=12, show_default=True, help="Chart height in terminal rows.")
@@ -426,7 +426,7 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
              config_file: Optional[Path] = None) -> None:
     """Draw each learning-rate schedule in PATHS (files or directories; default: .),
     sampled with real optax from the extracted arguments; your files are never run.
-    Needs optax-lint[verify] (jax and optax)."""
+    Needs jax and optax (the verify extra)."""
     from optax_lint.core.config import ConfigError, load_settings
     from optax_lint.reporters import ReportOptions, use_color
     from optax_lint.reporters.concise import header
@@ -520,9 +520,12 @@ def _context_steps(text: str, path: str) -> Optional[int]:
               help="Known issue (repeatable): gradient-explosion, gradient-noise, slow-convergence, overfitting, unstable-early.")
 @click.option("--memory-constrained", is_flag=True, help="Optimizer state must be small.")
 @click.option("--sparse-gradients", is_flag=True, help="Mostly-zero gradients (embeddings): factored second moments.")
+@click.option("--base-lr", help="A learning rate you tuned (with --base-batch): scaled from there instead of the protocol's.")
+@click.option("--base-batch", help="The global batch --base-lr was tuned at.")
+@click.option("--device-memory", help="GB one device holds, for the memory verdict [default: 80].")
 @click.option("--output-format", type=click.Choice(["text", "python", "json"]), default="text", show_default=True,
               help="text: the decision trace, code, schedule and advice; python: a runnable module; json: structured, for tools.")
-@click.option("--verify", is_flag=True, help="Build and step the chain under JAX and check the schedule's numbers (needs optax-lint[verify]).")
+@click.option("--verify", is_flag=True, help="Build and step the chain under JAX and check the schedule's numbers (needs jax and optax: the verify extra).")
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=None, help="Write to FILE instead of stdout.")
 @click.option("--from", "from_path", type=click.Path(path_type=Path), default=None,
               help="Take the run context from a training script and compare its chain with the recommendation.")
@@ -584,9 +587,11 @@ def rule(code: Optional[str], show_all: bool, output_format: str) -> None:
 
 @main.command("server")
 def server() -> None:
-    """Run the Language Server over stdio, for editors (needs optax-lint[lsp])."""
+    """Run the Language Server over stdio, for editors (needs pygls: the lsp extra)."""
     try:
         from optax_lint.lsp import run
     except ImportError as exc:
-        _fail(f"`optax-lint server` needs pygls ({exc}); install it with: pip install 'optax-lint[lsp]'")
+        from optax_lint.core.install import install_hint
+
+        _fail(f"`optax-lint server` needs pygls ({exc}); install the lsp extra {install_hint('lsp')}")
     run()

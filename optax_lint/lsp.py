@@ -6,7 +6,7 @@ fixes" source action, and shows the rule's documentation on hover. Documents are
 linted in-process from the editor's text (never from disk), with the configuration
 found above the document's path, exactly as `optax-lint FILE` would.
 
-pygls is an optional dependency (`pip install 'optax-lint[lsp]'`); `run()` is the only
+pygls is an optional dependency (the `lsp` extra, see core/install.py); `run()` is the only
 entry point the CLI calls, after checking that pygls imports.
 """
 

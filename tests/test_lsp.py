@@ -301,4 +301,5 @@ def test_server_without_pygls_explains_the_extra(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "pip install 'optax-lint[lsp]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "pip install '.[lsp]'" in proc.stderr and "Traceback" not in proc.stderr  # not on PyPI: from a clone or from git
+    assert "pip install 'optax-lint[lsp] @ git+https://github.com/optax-lint/optax-lint@<rev>'" in proc.stderr

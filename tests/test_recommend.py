@@ -23,7 +23,8 @@ from optax_lint.cli import main
 from optax_lint.core.catalogue import load_catalogue, load_table
 from optax_lint.core.diagnostics import Severity
 from optax_lint.engine import lint as engine
-from optax_lint.recommend import advice, codegen, render
+from optax_lint.core.lr_scaling import lr_ceiling
+from optax_lint.recommend import advice, codegen, memory, render
 from optax_lint.recommend.decide import decide
 from optax_lint.recommend.request import Request, RequestError, validate
 
@@ -45,6 +46,9 @@ CASES = [
     ("schedule_long", dict(arch="transformer", params=1_300_000_000, steps=300_000, batch=256), "large-transformer", "long"),
     ("fine_tuning_warmup_constant", dict(arch="cnn", params=25_000_000, steps=1_000, batch=64, devices=4, fine_tune=True), "fine-tuning", "fine-tuning"),
     ("pmap_scaling", dict(arch="transformer", params=1_300_000_000, steps=50_000, batch=512, devices=8), "large-transformer", "medium"),
+    # issue 22: the linear rule gave 3e-4 x 256 = 0.0768 here, and 112 GB per device went unremarked
+    ("large_transformer_7b_256_devices", dict(arch="transformer", params=7_000_000_000, steps=500_000, batch=4, devices=256),
+     "large-transformer", "long"),
 ]
 
 
@@ -81,19 +85,24 @@ def test_every_protocol_row_is_reached_by_a_snapshot() -> None:
 
 def test_large_transformer_row_matches_the_protocols_worked_example() -> None:
     rec = recommendation(arch="transformer", params=1_300_000_000, steps=50_000, batch=512)
-    assert (rec.optimizer, rec.peak_lr, rec.weight_decay, rec.clip_norm) == ("adamw", 3e-4, 0.1, 1.0)
+    assert (rec.optimizer, rec.base_lr, rec.weight_decay, rec.clip_norm) == ("adamw", 3e-4, 0.1, 1.0)
+    assert rec.peak_lr == 2e-4  # issue 22: the worked example's 3e-4, capped at GPT-3's 2e-4 for 1.3B parameters
     assert (rec.schedule_kind, rec.warmup, rec.end_value) == ("warmup_cosine", 2000, 1e-6)
     assert rec.chain_names == ["clip_by_global_norm", "adamw"] and rec.lr_index == 1
 
 
 def test_pmap_scales_lr_and_warmup_and_shows_the_effective_batch() -> None:
     rec = recommendation(arch="transformer", params=1_300_000_000, steps=50_000, batch=512, devices=8)
-    assert rec.peak_lr == pytest.approx(2.4e-3)
+    # issue 22: adamw scales with sqrt(4096 / 1024) = 2 to 6e-4, capped at 2e-4 (GPT-3, 1.3B);
+    # the linear rule's 3e-4 x 8 = 2.4e-3 is shown, not used.
+    assert rec.scaling.scaled == pytest.approx(6e-4) and rec.peak_lr == 2e-4
+    assert rec.linear_rule_lr == pytest.approx(2.4e-3)
     assert rec.warmup_base == 2000 and rec.warmup == 2500  # 16_000 capped at 5% of the run
     text = render.text(rec)
     assert "effective batch 512 x 8 = 4,096" in text
+    assert "would give 2.4e-3" in text and "capped at 2e-4" in text
     code = codegen.configuration(rec)
-    assert "PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES" in code
+    assert "PEAK_LEARNING_RATE = min(BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5, LR_CEILING)" in code
     assert "WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)" in code
 
 
@@ -103,8 +112,11 @@ def test_pmap_warmup_below_the_cap_is_scaled_fully() -> None:
 
 
 def test_fine_tuning_lr_is_capped_under_pmap() -> None:
-    rec = recommendation(arch="transformer", params=350_000_000, steps=20_000, batch=32, devices=16, fine_tune=True)
-    assert rec.peak_lr == pytest.approx(1e-4) and rec.lr_cap == pytest.approx(1e-4)  # 1e-5 x 16 would pass the fine-tune limit
+    # issue 22: 1e-5 at BERT's batch of 32 scales by sqrt(8192 / 32) = 16; 1.6e-4 would pass the fine-tune limit
+    rec = recommendation(arch="transformer", params=350_000_000, steps=20_000, batch=512, devices=16, fine_tune=True)
+    assert rec.scaling.scaled == pytest.approx(1.6e-4)
+    assert rec.peak_lr == pytest.approx(1e-4) and rec.lr_cap == pytest.approx(1e-4)
+    assert "min(BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5, 1e-4)" in codegen.configuration(rec)
 
 
 def test_fine_tuning_warmup_is_100_steps_moved_into_the_range() -> None:
@@ -166,7 +178,7 @@ def test_schedule_values_match_optax_formulas_at_the_ends() -> None:
 
 GRID = list(itertools.product(
     ("transformer", "cnn", "mlp", "rnn"),
-    (100_000_000, 3_000_000_000),
+    ((100_000_000, 80.0), (3_000_000_000, 40.0)),  # (params, device memory in GB): 3B with adam needs 48 GB
     (5_000, 50_000, 300_000),
     ((256, 1), (256, 8), (2048, 8)),  # (per-device batch, devices): 256, 2048 and 16384 effective
     (False, True),
@@ -175,12 +187,31 @@ GRID = list(itertools.product(
 ))
 
 
+def emitted_peak(rec) -> float:
+    """PEAK_LEARNING_RATE as the generated constants compute it (our own text: plain arithmetic)."""
+    constants = codegen.configuration(rec).split("\n\n")[0]
+    scope: dict = {}
+    exec(constants, scope)
+    return scope["PEAK_LEARNING_RATE"]
+
+
 def test_recommender_and_rules_agree_over_the_grid() -> None:
-    failures = []
-    for arch, params, steps, (batch, devices), fine_tune, flags in GRID:
-        request = Request(arch=arch, params=params, steps=steps, batch=batch, devices=devices, fine_tune=fine_tune, **flags)
+    """Every recommendation lints clean under its own context, never emits a peak LR above
+    the stability ceiling, and says so whenever it cannot fit the stated device memory."""
+    failures, too_big = [], 0
+    for arch, (params, memory_gb), steps, (batch, devices), fine_tune, flags in GRID:
+        request = Request(arch=arch, params=params, steps=steps, batch=batch, devices=devices, fine_tune=fine_tune,
+                          device_memory_gb=memory_gb, **flags)
         rec = decide(validate(request))
         text = codegen.module(rec)
+        peak = emitted_peak(rec)
+        ceiling = lr_ceiling(rec.optimizer, arch, params)
+        if peak != rec.peak_lr or (ceiling is not None and peak > ceiling.value):
+            failures.append(f"{request}: emitted peak {peak}, decided {rec.peak_lr}, ceiling {ceiling}")
+        if not memory.memory(rec).fits:
+            too_big += 1
+            if not ("# MEMORY:" in text and "does not fit" in render.text(rec)):
+                failures.append(f"{request}: does not fit {memory_gb} GB, and neither the code nor the text says so")
         context = {"arch": arch, "params": params, "steps": steps, "batch_per_device": batch, "devices": devices,
                    "batch_global": batch * devices, "fine_tune": fine_tune}
         run = engine.lint_text(text, "recommended.py", DEFAULT_CODES, context=context)
@@ -188,6 +219,7 @@ def test_recommender_and_rules_agree_over_the_grid() -> None:
         if bad:
             failures.append(f"{request}: " + "; ".join(f"{f.code} line {f.span.line}: {f.message}" for f in bad))
     assert not failures, f"{len(failures)} of {len(GRID)} contexts disagree:\n" + "\n".join(failures[:5])
+    assert too_big > 0  # the memory check is exercised
 
 
 MUTATIONS = [  # (what breaks the protocol in the pmap module, the rule that must notice)
@@ -197,7 +229,7 @@ MUTATIONS = [  # (what breaks the protocol in the pmap module, the rule that mus
     ('opt_state[1].hyperparams["learning_rate"]', 'opt_state[0].hyperparams["learning_rate"]', "OPX602"),
     ("weight_decay=WEIGHT_DECAY", "weight_decay=1e-4", "OPX203"),
     ("steps=50_000 fine_tune=false", "steps=50_000 fine_tune=true", "OPX204"),
-    ("BASE_LEARNING_RATE * NUM_DEVICES  #", "2.4e-3  #", None),  # see below: OPX403 needs the warmup unscaled too
+    ("min(BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5, LR_CEILING)  #", "2e-4  #", None),  # see below: OPX403 needs the warmup unscaled too
 ]
 
 
@@ -340,7 +372,7 @@ def test_from_script_takes_the_context_and_compares_the_chain(tmp_path: Path) ->
     warmup = next(line for line in out.splitlines() if line.strip().startswith("warmup steps"))
     assert "500" in warmup and "2,000" in warmup and "differs" in warmup
     peak = next(line for line in out.splitlines() if line.strip().startswith("peak LR"))
-    assert "differs" not in peak
+    assert "3e-4" in peak and "2e-4" in peak and "differs" in peak  # issue 22: above GPT-3's 2e-4 for 1.3B parameters
 
 
 def test_from_script_flags_override_and_missing_values_name_the_flag(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ params and opt_state with orbax. `--verify` is exercised through the CLI.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -24,8 +25,9 @@ SNAPSHOTS = ROOT / "tests" / "snapshots" / "recommend"
 
 RUNNER = textwrap.dedent(
     """\
-    import io, json, math, runpy, sys, tempfile, contextlib
+    import io, json, math, os, runpy, sys, tempfile, contextlib
     import jax
+    import optax
     import orbax.checkpoint as ocp
 
     out = {}
@@ -57,6 +59,23 @@ RUNNER = textwrap.dedent(
                 "lr_readable": float(ns["current_learning_rate"](rs)) == float(ns["current_learning_rate"](opt_state)),
             }
         out[path] = {"losses": losses, "lrs": lrs, "expected": expected, "ckpt": ckpt}
+        if path.endswith("large_transformer_7b_256_devices.py"):
+            # The sharding code the memory advice prints, run as written on this module's
+            # optimizer (NUM_DEVICES: the devices at hand), then one jitted step on it.
+            scope = {"jax": jax, "NUM_DEVICES": jax.device_count(), "optimizer": ns["optimizer"], "params": params}
+            exec(os.environ["SHARDING_SNIPPET"], scope)
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            def step(p, s, batch):
+                loss, grads = jax.value_and_grad(ns["loss_fn"])(p, batch)
+                updates, s = ns["optimizer"].update(grads, s, p)
+                return optax.apply_updates(p, updates), s, loss
+
+            batch = jax.device_put(ns["make_batch"](jax.random.PRNGKey(2), (8,)), NamedSharding(scope["mesh"], P("data")))
+            new_params, new_state, loss = jax.jit(step, donate_argnums=(0, 1))(scope["params"], scope["opt_state"], batch)
+            arrays = [x for x in jax.tree.leaves(new_state) + jax.tree.leaves(new_params) if x.ndim]
+            out["sharding"] = {"loss": float(loss), "specs": sorted({str(x.sharding.spec) for x in arrays}),
+                               "devices": sorted({len(x.sharding.device_set) for x in arrays})}
     print(json.dumps(out))
     """
 )
@@ -65,10 +84,17 @@ RUNNER = textwrap.dedent(
 def test_generated_modules_run_a_few_steps_and_read_the_lr_back() -> None:
     modules = sorted(str(p) for p in SNAPSHOTS.glob("*.py"))
     assert len(modules) >= 11
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2", TF_CPP_MIN_LOG_LEVEL="3")
+    from optax_lint.recommend.memory import SHARDING_SNIPPET
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2", TF_CPP_MIN_LOG_LEVEL="3",
+               SHARDING_SNIPPET=SHARDING_SNIPPET)
     proc = subprocess.run([sys.executable, "-c", RUNNER, *modules], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
+    sharding = results.pop("sharding")
+    # Every array of params and optimizer state ends the step split over both devices.
+    assert math.isfinite(sharding["loss"]) and sharding["devices"] == [2], sharding
+    assert all("data" in spec for spec in sharding["specs"]), sharding
     for path, r in results.items():
         name = Path(path).name
         assert len(r["losses"]) == 3 and all(loss == loss and abs(loss) < 1e6 for loss in r["losses"]), name
@@ -87,7 +113,7 @@ def test_verify_builds_steps_and_checks_the_schedule(tmp_path: Path) -> None:
     verification = json.loads(proc.stdout)["verification"]
     rows = {r["property"]: r for r in verification["results"]}
     assert verification["ok"] is True
-    assert rows["LR at step 2,500"]["measured"] == "2.4e-3"  # the peak, at the end of the scaled warmup
+    assert rows["LR at step 2,500"]["measured"] == "2e-4"  # the peak (capped at GPT-3's 1.3B rate), at the end of the scaled warmup
     assert rows["LR at step 50,000"]["measured"] == "1e-6"
     assert rows["hyperparams sit where the code reads them"]["measured"] == "opt_state[1].hyperparams"
     assert rows["a gradient of global norm 1e6 reaches the optimizer clipped"]["ok"] is True

@@ -61,7 +61,8 @@ def test_schedule_without_the_verify_extra_says_what_it_needs(tmp_path: Path, mo
     assert result.exit_code == 2
     assert "`optax-lint schedule`" in result.stderr
     assert "needs jax and optax" in result.stderr
-    assert "pip install 'optax-lint[verify]'" in result.stderr
+    assert "pip install '.[verify]'" in result.stderr  # not on PyPI: from a clone or from git
+    assert "pip install 'optax-lint[verify] @ git+https://github.com/optax-lint/optax-lint@<rev>'" in result.stderr
     assert "--verify" not in result.stderr
 
 
@@ -71,7 +72,8 @@ def test_verify_without_the_extra_names_the_flag(tmp_path: Path, monkeypatch) ->
     result = run(["train.py", "--verify"], tmp_path)
     assert result.exit_code == 2
     assert result.stderr.startswith("optax-lint: error: --verify needs optax")
-    assert "pip install 'optax-lint[verify]'" in result.stderr
+    assert "pip install '.[verify]'" in result.stderr  # not on PyPI: from a clone or from git
+    assert "pip install 'optax-lint[verify] @ git+https://github.com/optax-lint/optax-lint@<rev>'" in result.stderr
 
 
 def test_png_without_matplotlib_says_which_package_before_sampling(tmp_path: Path, monkeypatch) -> None:

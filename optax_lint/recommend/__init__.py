@@ -3,7 +3,8 @@
 request  -> what the user asks, checked (errors name the flag)
 decide   -> the protocol's rows chosen, with a trace
 codegen  -> the configuration block and a runnable module
-advice   -> memory, risks, monitoring, divergence, checkpointing
+memory   -> params + grads + state per device, the verdict, and what fits otherwise
+advice   -> risks, monitoring, divergence, checkpointing
 render   -> text and JSON
 compare  -> `--from train.py`: the script's chain against the recommendation
 verify   -> `--verify`: the chain built and stepped under JAX (worker sandbox)

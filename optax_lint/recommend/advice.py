@@ -1,60 +1,22 @@
-"""What to expect from a recommendation and how to watch it: optimizer-state memory
-(with its formula), convergence and risks, monitoring, what to change first on
-divergence, and a checkpoint snippet with the current orbax API."""
+"""What to expect from a recommendation and how to watch it: memory (recommend/memory.py),
+convergence and risks, monitoring, what to change first on divergence, and a
+checkpoint snippet with the current orbax API."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from optax_lint.core.protocol_table import table
 from optax_lint.recommend.decide import Recommendation
-from optax_lint.recommend.fmt import count_text
 from optax_lint.recommend.fmt import py_number as _n
-
-FP32 = 4  # bytes
-
-
-@dataclass(frozen=True)
-class Memory:
-    formula: str
-    state_bytes: float
-    param_bytes: float
-    grad_bytes: float
-    per_device: bool  # replicated under pmap: every device holds all of it
-
-    def to_dict(self) -> dict:
-        return {"formula": self.formula, "optimizer_state_bytes": self.state_bytes, "param_bytes": self.param_bytes,
-                "gradient_bytes": self.grad_bytes, "replicated_per_device": self.per_device}
-
-
-def memory(rec: Recommendation) -> Memory:
-    info = rec.optimizer_info
-    n = rec.request.params
-    if info.get("factored"):
-        side = info["assumed_matrix_side"]
-        values = 2 * n / side
-        formula = (f"factored: (rows + cols) x {FP32} B per matrix; for {side}x{side} matrices that is "
-                   f"2/{side} of the parameters: 2 x {count_text(n)} / {side} x {FP32} B")
-    else:
-        values = info["state_moments"] * n
-        formula = f"{info['state_moments']} x {count_text(n)} parameters x {FP32} B ({info['state']})"
-    return Memory(formula, values * FP32, n * FP32, n * FP32, rec.multi_device)
-
-
-def size_text(nbytes: float) -> str:
-    for size, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if nbytes >= size:
-            return f"{nbytes / size:.3g} {unit}"
-    return f"{nbytes:.0f} B"
+from optax_lint.recommend.memory import memory, size_text
 
 
 def expected(rec: Recommendation) -> dict:
     req = rec.request
     mem = memory(rec)
     risks = [rec.row["risks"]]
-    if rec.multi_device and rec.lr_cap is None and req.devices >= 8:
-        risks.append(f"linear scaling to {_n(rec.peak_lr)} with {req.devices} devices is aggressive for adaptive optimizers: "
-                     "if the loss spikes after the warmup, scale by sqrt(devices) instead")
+    if not mem.fits:
+        risks.append(f"params, grads and optimizer state need {size_text(mem.total)} per device, more than {mem.device}: "
+                     "as written, the run stops with an out-of-memory error (see Memory for what fits)")
     if rec.weight_decay is not None and not rec.decay_in_chain:
         param = rec.optimizer_info["decay_param"]
         mask = "weight_decay_mask" if param == "weight_decay_rate" else "mask"

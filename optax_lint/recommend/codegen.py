@@ -12,6 +12,7 @@ import textwrap
 
 from optax_lint.recommend.decide import Recommendation
 from optax_lint.recommend.fmt import arch_phrase, count_text, py_number
+from optax_lint.recommend.memory import warning_lines
 
 _WHY = {
     "clip": "element-wise clip of each gradient value (the protocol's fix for gradient noise)",
@@ -28,6 +29,41 @@ def context_pragma(rec: Recommendation) -> str:
     return "# optax-lint: context " + " ".join(first) + "\n# optax-lint: context " + " ".join(second)
 
 
+def _learning_rate(rec: Recommendation, batch_name: str) -> list[str]:
+    """The peak LR as the decision computed it: from the base rate and the batch it was
+    tuned at, by the optimizer's rule, then the ceiling and the fine-tuning cap."""
+    s, req = rec.scaling, rec.request
+    if rec.plain_lr:
+        return [f"PEAK_LEARNING_RATE = {py_number(rec.peak_lr)}  # {rec.row['scenario']}"]
+    origin = "your --base-lr" if req.base_lr is not None else rec.row["scenario"]
+    held = "the global batch it was tuned at" if not s.up_only else "the largest global batch it is tuned for"
+    lines = [f"BASE_LEARNING_RATE = {py_number(s.base_lr)}  # {origin}",
+             f"REFERENCE_BATCH = {py_number(s.base_batch)}  # {held}"]
+    ratio = f"{batch_name} / REFERENCE_BATCH"
+    if s.up_only and rec.multi_device:
+        ratio = f"max({ratio}, 1.0)"  # at or below the reference, the rate stands
+    elif s.up_only and s.ratio == 1:
+        ratio = ""
+    else:
+        ratio = f"({ratio})"
+    rule = "square-root scaling" if s.rule == "sqrt" else "linear scaling"
+    scaled = "BASE_LEARNING_RATE" + (f" * {ratio}" + (" ** 0.5" if s.rule == "sqrt" else "") if ratio else "")
+    caps, why = [], [rule] if ratio else []
+    if s.capped:
+        lines.append(f"LR_CEILING = {py_number(s.ceiling.value)}  # {s.ceiling.source}, {count_text(req.params)} parameters")
+        caps.append("LR_CEILING")
+        why.append("capped at the stability ceiling")
+    if rec.lr_cap is not None:
+        caps.append(py_number(rec.lr_cap))
+        why.append("capped for fine-tuning")
+    expr = f"min({scaled}, {', '.join(caps)})" if caps else scaled
+    if rec.multi_device:
+        lines.append(f"# {rec.optimizer}: {rule} from the reference batch; the linear rule, BASE_LEARNING_RATE * NUM_DEVICES, "
+                     f"would give {py_number(rec.linear_rule_lr)}")
+    lines.append(f"PEAK_LEARNING_RATE = {expr}  # {', '.join(why)}: {py_number(rec.peak_lr)}")
+    return lines
+
+
 def _constants(rec: Recommendation) -> list[str]:
     req = rec.request
     lines = [f"TOTAL_STEPS = {py_number(req.steps)}  # optimizer updates"]
@@ -36,23 +72,16 @@ def _constants(rec: Recommendation) -> list[str]:
             f"PER_DEVICE_BATCH = {py_number(req.batch)}",
             f"NUM_DEVICES = {req.devices}  # data-parallel (pmap) devices this configuration was computed for",
             f"GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: {py_number(req.effective_batch)}",
-            f"BASE_LEARNING_RATE = {py_number(rec.base_lr)}  # per device ({rec.row['scenario']})",
         ]
-        scaled = "BASE_LEARNING_RATE * NUM_DEVICES"
-        if rec.lr_cap is not None:
-            lines.append(f"PEAK_LEARNING_RATE = min({scaled}, {py_number(rec.lr_cap)})  # linear scaling, capped for fine-tuning: {py_number(rec.peak_lr)}")
-        else:
-            lines.append(f"PEAK_LEARNING_RATE = {scaled}  # linear scaling rule: {py_number(rec.peak_lr)}")
+        lines += _learning_rate(rec, "GLOBAL_BATCH")
         if rec.warmup_base:
             if rec.warmup_cap is not None:
                 lines.append(f"WARMUP_STEPS = min({py_number(rec.warmup_base)} * NUM_DEVICES, {py_number(rec.warmup_cap)})  # scaled, at most the range's top: {py_number(rec.warmup)}")
             else:
                 lines.append(f"WARMUP_STEPS = {py_number(rec.warmup_base)} * NUM_DEVICES  # {py_number(rec.warmup)}")
     else:
-        lines += [
-            f"BATCH_SIZE = {py_number(req.batch)}",
-            f"PEAK_LEARNING_RATE = {py_number(rec.peak_lr)}  # {rec.row['scenario']}",
-        ]
+        lines.append(f"BATCH_SIZE = {py_number(req.batch)}")
+        lines += _learning_rate(rec, "BATCH_SIZE")
         if rec.warmup_base:
             lines.append(f"WARMUP_STEPS = {py_number(rec.warmup)}")
     if rec.weight_decay is not None:
@@ -150,7 +179,7 @@ def _read_back(rec: Recommendation) -> list[str]:
 
 def configuration(rec: Recommendation) -> str:
     """Constants, schedule, chain and the LR read-back: what the text output shows."""
-    parts = _constants(rec) + [""] + _schedule(rec) + _decay_schedule(rec) + [""] + _chain(rec) + _read_back(rec)
+    parts = warning_lines(rec) + _constants(rec) + [""] + _schedule(rec) + _decay_schedule(rec) + [""] + _chain(rec) + _read_back(rec)
     return "\n".join(parts) + "\n"
 
 

@@ -17,6 +17,7 @@ from optax_lint.recommend.request import (
     RequestError,
     parse_arch,
     parse_count,
+    parse_positive,
     validate,
 )
 
@@ -34,6 +35,9 @@ class Options:
     issues: tuple[str, ...] = ()
     memory_constrained: bool = False
     sparse_gradients: bool = False
+    base_lr: Optional[str] = None
+    base_batch: Optional[str] = None
+    device_memory: Optional[str] = None
     output_format: str = "text"
     verify: bool = False
     from_path: Optional[Path] = None
@@ -52,6 +56,9 @@ def _given(opts: Options) -> dict:
         "issues": tuple(dict.fromkeys(opts.issues)),
         "memory_constrained": opts.memory_constrained,
         "sparse_gradients": opts.sparse_gradients,
+        "base_lr": parse_positive("--base-lr", opts.base_lr, "3e-4"),
+        "base_batch": parse_count("--base-batch", opts.base_batch),
+        "device_memory_gb": parse_positive("--device-memory", opts.device_memory, "80"),
     }
 
 

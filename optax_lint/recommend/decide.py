@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from optax_lint.core.lr_scaling import Scaled, rule_reason, scale_learning_rate
 from optax_lint.core.protocol_table import suggested_warmup, table, warmup_range
 from optax_lint.recommend.fmt import count_text as _count
 from optax_lint.recommend.fmt import py_number as _n
@@ -31,9 +32,9 @@ class Recommendation:
     request: Request
     row: dict  # the optimizer row
     optimizer: str  # key of the optimizers table: adam, adamw, sgd, lamb, lars, adafactor
-    base_lr: float  # per device
-    peak_lr: float  # after pmap scaling (and the fine-tuning cap)
-    lr_cap: Optional[float]
+    base_lr: float  # tuned at the global batch scaling.base_batch
+    peak_lr: float  # after batch scaling, the stability ceiling and the fine-tuning cap
+    lr_cap: Optional[float]  # the fine-tuning cap, when it binds
     momentum: Optional[float]
     weight_decay: Optional[float]
     decay_in_chain: bool  # add_decayed_weights before the optimizer (sgd), else the optimizer's own decay
@@ -47,6 +48,20 @@ class Recommendation:
     clip_delta: Optional[float]
     trace: list[Decision] = field(default_factory=list)
     decay_follows_schedule: bool = False  # the decay is passed as the LR schedule x WEIGHT_DECAY (adafactor)
+    scaling: Optional[Scaled] = None  # how the peak follows the global batch, and the ceiling
+    reference: str = ""  # where the base rate's batch comes from
+
+    @property
+    def plain_lr(self) -> bool:
+        """The row's rate as it stands: one device, nothing scaled or capped, no user rate."""
+        s = self.scaling
+        return (not self.multi_device and s.ratio == 1 and not s.capped and self.lr_cap is None
+                and self.request.base_lr is None)
+
+    @property
+    def linear_rule_lr(self) -> float:
+        """What the protocol's pmap rule, lr x devices, would give."""
+        return self.base_lr * self.request.devices
 
     @property
     def optimizer_info(self) -> dict:
@@ -123,12 +138,14 @@ class _Decider:
         row, optimizer, base_lr = self.optimizer()
         optimizer, decay, decay_in_chain = self.decay(row, optimizer)
         srow, kind, warmup_base, end_value, cap = self.schedule(optimizer)
-        peak, lr_cap, warmup, warmup_cap = self.devices(base_lr, warmup_base, cap)
+        warmup, warmup_cap = self.devices(warmup_base, cap)
+        scaling, peak, lr_cap = self.learning_rate(optimizer, base_lr)
         follows = self.decay_follows_schedule(row, optimizer, decay)
         clip_norm, clip_delta = self.gradient_processing(optimizer)
         momentum = row.get("momentum") if optimizer == "sgd" else None
-        return Recommendation(req, row, optimizer, base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
-                              warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, self.trace, follows)
+        return Recommendation(req, row, optimizer, scaling.base_lr, peak, lr_cap, momentum, decay, decay_in_chain, srow, kind,
+                              warmup_base, warmup, warmup_cap, end_value, clip_norm, clip_delta, self.trace, follows,
+                              scaling, self.reference)
 
     # Step 1: the base optimizer (first matching row wins).
     def optimizer(self) -> tuple[dict, str, float]:
@@ -157,11 +174,14 @@ class _Decider:
         else:
             row, optimizer, why = rows["default"], "adam", "no other row applies"
         base_lr = float(row["learning_rate"])
+        self.reference_batch, self.reference = int(row["reference_batch"]), row["reference"]
         if row["id"] == "default" and self.transformer:
             base_lr = float(row["transformer_learning_rate"])
+            self.reference_batch, self.reference = int(row["transformer_reference_batch"]), row["transformer_reference"]
             why += f"; lr {_n(base_lr)}, the protocol's worked Transformer example"
         if req.fine_tune and row["id"] != "fine-tuning":
             base_lr = float(rows["fine-tuning"]["learning_rate"])
+            self.reference_batch, self.reference = int(rows["fine-tuning"]["reference_batch"]), rows["fine-tuning"]["reference"]
             why += f"; fine-tuning keeps lr {_n(base_lr)} (a low LR preserves pretrained features)"
         self.trace.append(Decision("optimizer", row["scenario"], _optimizer_text(optimizer, base_lr), f"{why}: {row['why']}"))
         return row, optimizer, base_lr
@@ -244,16 +264,12 @@ class _Decider:
             self.trace.append(Decision("warmup", "Warmup rule of thumb", f"{warmup:,} steps", warmup_why))
         return srow, kind, warmup, end_value, cap
 
-    # Step 4: pmap scaling of the LR and the warmup.
-    def devices(self, base_lr: float, warmup_base: int, cap: int) -> tuple[float, Optional[float], int, Optional[int]]:
+    # Step 4: pmap: the effective batch and the warmup (the LR follows in learning_rate).
+    def devices(self, warmup_base: int, cap: int) -> tuple[int, Optional[int]]:
         req, devices = self.req, self.req.devices
         if devices <= 1:
-            return base_lr, None, warmup_base, None
-        peak, lr_cap, warmup, warmup_cap = base_lr * devices, None, warmup_base, None
-        lr_text = f"lr {_n(base_lr)} x {devices} = {_n(peak)} (linear scaling rule)"
-        if req.fine_tune and peak > self.th["fine_tune_max_learning_rate"]:
-            lr_cap = peak = float(self.th["fine_tune_max_learning_rate"])
-            lr_text += f", capped at {_n(lr_cap)}, the highest fine-tuning LR the protocol accepts"
+            return warmup_base, None
+        warmup, warmup_cap = warmup_base, None
         w_text = ""
         if warmup_base:
             scaled = warmup_base * devices
@@ -262,9 +278,43 @@ class _Decider:
             w_text = f"; warmup {warmup_base:,} x {devices} = {scaled:,}" + (
                 f", capped at {warmup:,} (the top of the warmup range)" if warmup < scaled else "")
         self.trace.append(Decision("multi-device", "pmap-based training", f"{devices} devices",
-                                   f"effective batch {req.batch:,} x {devices} = {req.effective_batch:,}; {lr_text}{w_text}; "
+                                   f"effective batch {req.batch:,} x {devices} = {req.effective_batch:,}{w_text}; "
                                    "gradients averaged with lax.pmean"))
-        return peak, lr_cap, warmup, warmup_cap
+        return warmup, warmup_cap
+
+    # Step 4: the peak LR, from the global batch its base rate was tuned at, never past the
+    # stability ceiling (nor, when fine-tuning, the protocol's fine-tuning maximum).
+    def learning_rate(self, optimizer: str, base_lr: float) -> tuple[Scaled, float, Optional[float]]:
+        req = self.req
+        user = req.base_lr is not None
+        if user:
+            base_lr, self.reference_batch = float(req.base_lr), int(req.base_batch)
+            self.reference = f"tuned by you at a global batch of {self.reference_batch:,} ({req.source('base_lr')}, {req.source('base_batch')})"
+        s = scale_learning_rate(base_lr, self.reference_batch, req.effective_batch, optimizer, req.arch, req.params, up_only=not user)
+        peak, lr_cap = s.peak, None
+        fine_cap = float(self.th["fine_tune_max_learning_rate"])
+        if req.fine_tune and peak > fine_cap:
+            lr_cap = peak = fine_cap
+        if not (user or req.devices > 1 or s.ratio != 1 or s.capped or lr_cap is not None):
+            return s, peak, lr_cap  # the row's rate as it stands: nothing to say
+        ref = f"{s.base_batch:,}"
+        why = [f"lr {_n(base_lr)} " + (f"was {self.reference}" if user else f"is tuned for global batches up to {ref}: {self.reference}")]
+        if s.ratio == 1 and s.up_only:
+            why.append(f"the global batch {s.global_batch:,} is not above it, so the rate stands")
+        else:
+            factor = f"({s.global_batch:,} / {ref})" + (" ** 0.5" if s.rule == "sqrt" else "")
+            why.append(f"{rule_reason(optimizer)}: {_n(base_lr)} x {factor} = {_n(s.scaled)}")
+        linear = base_lr * req.devices
+        if req.devices > 1 and not math.isclose(linear, peak):
+            why.append(f"the protocol's linear rule (lr x {req.devices} devices) would give {_n(linear)}")
+        if s.ceiling is not None:
+            where = f"the stability ceiling for Adam-family Transformers of {_count(req.params)} parameters: {s.ceiling.source}, {s.ceiling.how}"
+            why.append(f"capped at {_n(s.ceiling.value)}, {where}" if s.capped else f"below {_n(s.ceiling.value)}, {where}")
+        if lr_cap is not None:
+            why.append(f"capped at {_n(lr_cap)}, the highest fine-tuning LR the protocol accepts")
+        row = "Your tuned rate" if user else "Batch scaling"
+        self.trace.append(Decision("learning rate", row, f"peak lr {_n(peak)}", "; ".join(why)))
+        return s, peak, lr_cap
 
     def decay_follows_schedule(self, row: dict, optimizer: str, decay: Optional[float]) -> bool:
         """adafactor adds its decay after the LR step: pass the LR schedule x wd instead of wd."""

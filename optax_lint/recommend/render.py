@@ -9,12 +9,14 @@ from typing import Optional
 from optax_lint.core.catalogue import PROTOCOL_DOC
 from optax_lint.recommend import advice, codegen
 from optax_lint.recommend.decide import Recommendation
+from optax_lint.recommend.memory import SHARDING_SNIPPET, Memory, size_text
 from optax_lint.recommend.fmt import arch_phrase, count_text
 from optax_lint.recommend.fmt import py_number as _n
 
 # The docs/protocol.md section behind each table.
 ANCHORS = {"optimizer": "optimizer", "weight decay": "weight-decay", "schedule": "learning-rate-schedule", "warmup": "warmup",
-           "multi-device": "multi-device-training", "gradient processing": "gradient-clipping"}
+           "multi-device": "multi-device-training", "learning rate": "learning-rate-and-batch-size",
+           "gradient processing": "gradient-clipping"}
 
 
 def _heading(title: str) -> list[str]:
@@ -61,13 +63,28 @@ def schedule_text(rec: Recommendation) -> list[str]:
     if rec.schedule_kind in ("warmup_cosine", "warmup_linear"):
         lines.append(f"  decay: {req.steps - rec.warmup:,} steps, {_n(rec.peak_lr)} -> {_n(rec.end_value)} at step {req.steps:,}")
     if rec.multi_device:
-        lines.append(f"  pmap: peak LR {_n(rec.base_lr)} x {req.devices} devices = {_n(rec.peak_lr)}"
-                     + (f" (capped at {_n(rec.lr_cap)})" if rec.lr_cap is not None else "")
-                     + f"; effective batch {req.batch:,} x {req.devices} = {req.effective_batch:,}")
+        linear = rec.linear_rule_lr
+        lines.append(f"  pmap: effective batch {req.batch:,} x {req.devices} = {req.effective_batch:,}; peak LR {_n(rec.peak_lr)}"
+                     + (f" (the linear rule, {_n(rec.base_lr)} x {req.devices} devices, would give {_n(linear)})"
+                        if abs(linear - rec.peak_lr) > 1e-12 * linear else ""))
     lines.append("")
     lines.append(f"  {'step':>10}  {'learning rate':<14} ")
     for step, value, label in schedule_rows(rec):
         lines.append(f"  {step:>10,}  {_n(float(f'{value:.5g}')):<14} {label}".rstrip())
+    return lines
+
+
+def memory_text(rec: Recommendation, mem: Memory) -> list[str]:
+    """The verdict with its sum, and what fits when it does not (with the sharding code)."""
+    verdict = "fits" if mem.fits else "does not fit"
+    lines = _wrap(f"Memory per device: {mem.arithmetic}: {verdict} {mem.device} (set with --device-memory; activations "
+                  "and XLA's workspace come on top)" + ("." if mem.fits else ". What fits instead:"))
+    for alt in mem.alternatives:
+        lines += _wrap(f"- {alt.what}: {alt.arithmetic} = {size_text(alt.per_device)} per device: "
+                       f"{'fits' if alt.fits(mem.device_bytes) else 'does not fit'}.", indent="    ", hang="      ")
+    if mem.alternatives and rec.multi_device:
+        lines += ["", "    Sharding the state (NUM_DEVICES as in the code above; params and opt_state built as there):", ""]
+        lines += _indent(SHARDING_SNIPPET, "      ")
     return lines
 
 
@@ -82,12 +99,13 @@ def text(rec: Recommendation, verification: Optional[list[str]] = None) -> str:
     out += _heading("Schedule")
     out += schedule_text(rec)
     exp = advice.expected(rec)
-    mem: advice.Memory = exp["memory"]
+    mem: Memory = exp["memory"]
     out += _heading("Expected behaviour")
     out += _wrap(f"Convergence: {exp['convergence']}." + (f" The run covers {exp['epochs']:.1f} epochs of the data." if exp["epochs"] else ""))
-    out += _wrap(f"Memory: optimizer state = {mem.formula} = {advice.size_text(mem.state_bytes)}; "
-                 f"fp32 parameters {advice.size_text(mem.param_bytes)} and gradients {advice.size_text(mem.grad_bytes)}"
+    out += _wrap(f"Memory: optimizer state = {mem.formula} = {size_text(mem.state_bytes)}; "
+                 f"fp32 parameters {size_text(mem.param_bytes)} and gradients {size_text(mem.grad_bytes)}"
                  + ("; under pmap every device holds a full copy of all three." if mem.per_device else "."))
+    out += memory_text(rec, mem)
     for risk in exp["risks"]:
         out += _wrap(f"Risk: {risk}.")
     out += _heading("Monitoring")
@@ -113,7 +131,8 @@ def to_dict(rec: Recommendation) -> dict:
             "arch": req.arch, "params": req.params, "steps": req.steps, "batch_per_device": req.batch,
             "devices": req.devices, "effective_batch": req.effective_batch, "dataset_size": req.dataset_size,
             "fine_tune": req.fine_tune, "issues": list(req.issues), "memory_constrained": req.memory_constrained,
-            "sparse_gradients": req.sparse_gradients, "sources": dict(req.sources),
+            "sparse_gradients": req.sparse_gradients, "base_lr": req.base_lr, "base_batch": req.base_batch,
+            "device_memory_gb": req.device_memory_gb, "sources": dict(req.sources),
         },
         "trace": [{"table": d.table, "row": d.row, "choice": d.choice, "why": d.why,
                    "protocol": f"{PROTOCOL_DOC}#{ANCHORS[d.table]}" if d.table in ANCHORS else None} for d in rec.trace],
@@ -122,6 +141,7 @@ def to_dict(rec: Recommendation) -> dict:
             "peak_learning_rate": rec.peak_lr, "weight_decay": rec.weight_decay, "momentum": rec.momentum,
             "clip_by_global_norm": rec.clip_norm, "clip": rec.clip_delta, "learning_rate_state_index": rec.lr_index,
         },
+        "learning_rate": learning_rate_dict(rec),
         "schedule": {
             "row": rec.schedule_row["id"], "kind": rec.schedule_kind, "total_steps": req.steps,
             "warmup_steps": rec.warmup, "warmup_steps_before_device_scaling": rec.warmup_base,
@@ -134,6 +154,18 @@ def to_dict(rec: Recommendation) -> dict:
         "monitoring": [{"watch": w, "trouble": t} for w, t in advice.monitoring(rec)],
         "divergence": advice.divergence(rec),
         "checkpoint": advice.checkpoint_snippet(rec),
+    }
+
+
+def learning_rate_dict(rec: Recommendation) -> dict:
+    s = rec.scaling
+    ceiling = s.ceiling
+    return {
+        "base": s.base_lr, "reference_batch": s.base_batch, "reference": rec.reference, "global_batch": s.global_batch,
+        "rule": s.rule, "scaled_only_above_reference": s.up_only, "scaled": s.scaled,
+        "linear_rule": rec.linear_rule_lr if rec.multi_device else None,
+        "ceiling": {"value": ceiling.value, "how": ceiling.how, "source": ceiling.source, "binding": s.capped} if ceiling else None,
+        "fine_tune_cap": rec.lr_cap, "peak": rec.peak_lr,
     }
 
 

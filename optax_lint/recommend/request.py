@@ -6,6 +6,7 @@ would be confidently wrong, so it is refused (exit 2) instead.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -33,6 +34,9 @@ class Request:
     issues: tuple[str, ...] = ()
     memory_constrained: bool = False
     sparse_gradients: bool = False
+    base_lr: Optional[float] = None  # the user's tuned rate ...
+    base_batch: Optional[int] = None  # ... and the global batch it was tuned at
+    device_memory_gb: float = 80.0  # what one device holds, for the memory verdict
     # where each value came from, for the trace (`--arch`, `train.py:12`, ...)
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -52,6 +56,19 @@ def parse_count(flag: str, raw) -> Optional[int]:
         return parse_value("params", raw)  # the context parser: positive whole numbers with suffixes
     except ContextError:
         raise RequestError(f"{flag}: expected a positive whole number (e.g. 50000, 5e4, 50k, 1.3B), got {raw!r}") from None
+
+
+def parse_positive(flag: str, raw, example: str) -> Optional[float]:
+    """`3e-4`, `80` -> float; RequestError naming the flag otherwise."""
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise RequestError(f"{flag}: expected a positive number (e.g. {example}), got {raw!r}")
+    return value
 
 
 def parse_arch(raw: Optional[str]) -> Optional[str]:
@@ -87,6 +104,12 @@ def validate(request: Request) -> Request:
     for issue in request.issues:
         if issue not in ISSUES:
             raise RequestError(f"--issue: expected one of {', '.join(ISSUES)}, got {issue!r}")
+    if (request.base_lr is None) != (request.base_batch is None):
+        given, missing_flag = ("--base-lr", "--base-batch") if request.base_batch is None else ("--base-batch", "--base-lr")
+        raise RequestError(f"{given} needs {missing_flag}: a learning rate is tied to the global batch it was tuned at "
+                           "(--base-lr 3e-4 --base-batch 512)")
+    if request.device_memory_gb is None or request.device_memory_gb <= 0:
+        raise RequestError(f"--device-memory: expected a positive number of GB, got {request.device_memory_gb!r}")
     if request.fine_tune and request.from_scratch:
         raise RequestError(
             f"--fine-tune contradicts --from-scratch: fine-tuning starts from pretrained weights, and a "

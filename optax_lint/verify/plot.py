@@ -14,6 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.core.install import install_hint
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.syntax.positions import Positions
@@ -190,7 +191,7 @@ def png_unavailable() -> Optional[str]:
 
     if module_available("matplotlib"):
         return None
-    return "--png needs matplotlib: pip install 'optax-lint[verify]' (which includes it) or pip install matplotlib"
+    return f"--png needs matplotlib: pip install matplotlib (the verify extra includes it: {install_hint('verify')})"
 
 
 def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from optax_lint.core.catalogue import load_table
+from optax_lint.core.install import install_hint
 
 DEFAULT_TIMEOUT = 60.0  # seconds per request (the first one includes jax's import)
 MEMORY_CAP = 6 * 1024**3  # bytes of data segment for the worker
@@ -42,8 +43,8 @@ def check_available(feature: str = "--verify") -> None:
     missing = [name for name in ("jax", "optax") if not module_available(name)]
     if missing:
         raise VerifyUnavailable(
-            f"{feature} needs {' and '.join(missing)}, which optax-lint does not install by default: "
-            "pip install 'optax-lint[verify]'"
+            f"{feature} needs {' and '.join(missing)}, which optax-lint does not install by default; "
+            f"install the verify extra {install_hint('verify')}"
         )
 
 

@@ -22,8 +22,10 @@ TOTAL_STEPS = 1000  # optimizer updates
 PER_DEVICE_BATCH = 64
 NUM_DEVICES = 4  # data-parallel (pmap) devices this configuration was computed for
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 256
-BASE_LEARNING_RATE = 1e-5  # per device (Fine-tuning pretrained model)
-PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 4e-5
+BASE_LEARNING_RATE = 1e-5  # Fine-tuning pretrained model
+REFERENCE_BATCH = 32  # the largest global batch it is tuned for
+# adamw: square-root scaling from the reference batch; the linear rule, BASE_LEARNING_RATE * NUM_DEVICES, would give 4e-5
+PEAK_LEARNING_RATE = BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5  # square-root scaling: 2.828427e-5
 WARMUP_STEPS = min(50 * NUM_DEVICES, 50)  # scaled, at most the range's top: 50
 WEIGHT_DECAY = 0.01
 

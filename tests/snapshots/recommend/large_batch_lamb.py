@@ -22,8 +22,10 @@ TOTAL_STEPS = 50_000  # optimizer updates
 PER_DEVICE_BATCH = 1024
 NUM_DEVICES = 16  # data-parallel (pmap) devices this configuration was computed for
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 16_384
-BASE_LEARNING_RATE = 1e-3  # per device (Large batch (>8K))
-PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 0.016
+BASE_LEARNING_RATE = 1e-3  # Large batch (>8K)
+REFERENCE_BATCH = 8192  # the largest global batch it is tuned for
+# lamb: square-root scaling from the reference batch; the linear rule, BASE_LEARNING_RATE * NUM_DEVICES, would give 0.016
+PEAK_LEARNING_RATE = BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5  # square-root scaling: 1.414214e-3
 WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled, at most the range's top: 2500
 WEIGHT_DECAY = 0.01
 

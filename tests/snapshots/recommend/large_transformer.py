@@ -18,7 +18,10 @@ import optax
 
 TOTAL_STEPS = 50_000  # optimizer updates
 BATCH_SIZE = 512
-PEAK_LEARNING_RATE = 3e-4  # Large Transformer (>1B params)
+BASE_LEARNING_RATE = 3e-4  # Large Transformer (>1B params)
+REFERENCE_BATCH = 1024  # the largest global batch it is tuned for
+LR_CEILING = 2e-4  # GPT-3 (Brown et al. 2020, Table 2.1), 1.3B parameters
+PEAK_LEARNING_RATE = min(BASE_LEARNING_RATE, LR_CEILING)  # capped at the stability ceiling: 2e-4
 WARMUP_STEPS = 2000
 WEIGHT_DECAY = 0.1
 

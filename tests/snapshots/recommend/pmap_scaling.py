@@ -22,8 +22,11 @@ TOTAL_STEPS = 50_000  # optimizer updates
 PER_DEVICE_BATCH = 512
 NUM_DEVICES = 8  # data-parallel (pmap) devices this configuration was computed for
 GLOBAL_BATCH = PER_DEVICE_BATCH * NUM_DEVICES  # the effective batch: 4096
-BASE_LEARNING_RATE = 3e-4  # per device (Large Transformer (>1B params))
-PEAK_LEARNING_RATE = BASE_LEARNING_RATE * NUM_DEVICES  # linear scaling rule: 2.4e-3
+BASE_LEARNING_RATE = 3e-4  # Large Transformer (>1B params)
+REFERENCE_BATCH = 1024  # the largest global batch it is tuned for
+LR_CEILING = 2e-4  # GPT-3 (Brown et al. 2020, Table 2.1), 1.3B parameters
+# adamw: square-root scaling from the reference batch; the linear rule, BASE_LEARNING_RATE * NUM_DEVICES, would give 2.4e-3
+PEAK_LEARNING_RATE = min(BASE_LEARNING_RATE * max(GLOBAL_BATCH / REFERENCE_BATCH, 1.0) ** 0.5, LR_CEILING)  # square-root scaling, capped at the stability ceiling: 2e-4
 WARMUP_STEPS = min(2000 * NUM_DEVICES, 2500)  # scaled, at most the range's top: 2500
 WEIGHT_DECAY = 0.1
 
