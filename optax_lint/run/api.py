@@ -112,6 +112,7 @@ def lint_file(
                 else:
                     encode_text(source, fixed.text)  # the caller outputs it: it must encode
                 text = fixed.text
+                result.applied_fixes = fixed.fixed
             except SourceError as exc:
                 result.fixed = 0
                 result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
