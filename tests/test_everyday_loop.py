@@ -61,6 +61,17 @@ def test_show_fixes_lists_nothing_without_fix_and_survives_quiet(tmp_path: Path)
     assert "Found" not in proc.stdout
 
 
+def test_show_fixes_with_worker_processes(tmp_path: Path) -> None:
+    # Enough source for the process pool: the fixed findings cross back from the workers.
+    for n in range(8):
+        (tmp_path / f"bad{n}.py").write_text(BAD)
+    (tmp_path / "big.py").write_text("x = 1\n" * 60_000)
+    proc = lint([".", "--fix", "--show-fixes", "-j", "2", "--output-format", "concise"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("5:5 OPX101 (clip-after-optimizer)") == 8
+    assert "Found 8 problems (8 fixed, 0 remaining)." in proc.stdout
+
+
 # --- --add-noqa ------------------------------------------------------------------------
 
 

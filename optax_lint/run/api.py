@@ -146,7 +146,7 @@ def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
 def _worker(args):
     path, settings, options = args
     result, text, internal, record = _lint_recorded(path, settings, options)
-    for finding in result.findings:
+    for finding in [*result.findings, *result.applied_fixes]:
         finding.node = None  # libcst nodes and fix closures do not cross processes
         if finding.fix is not None:
             finding.fix.apply = _Marker(bool(finding.fix.apply))
