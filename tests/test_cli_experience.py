@@ -8,6 +8,7 @@ or a real `python -m optax_lint` process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -189,6 +190,18 @@ def test_missing_path_alone_exits_two_and_never_passes(project: Path, fmt: str) 
     assert "All checks passed!" not in proc.stdout
     assert "Found 1 problem." in proc.stdout
     assert proc.stderr == ""
+
+
+def test_missing_path_survives_the_ci_filters_and_machine_formats(project: Path) -> None:
+    proc = process(["err.py", "missing.py", "--output-format", "json"], project)
+    assert proc.returncode == 2
+    assert [(f["path"], f["code"]) for f in json.loads(proc.stdout)] == [("err.py", "OPX101"), ("missing.py", "OPX003")]
+    # A baseline cannot record it away: it is named, and the run still exits 2.
+    proc = process(["err.py", "missing.py", "--baseline", "base.json", "--update-baseline"], project)
+    assert proc.returncode == 2
+    assert proc.stderr == "Recorded 1 finding in base.json.\nmissing.py:1:1: OPX003 error No such file or directory\n"
+    proc = process(["err.py", "missing.py", "--baseline", "base.json", "--output-format", "concise"], project)
+    assert (proc.returncode, proc.stdout) == (2, "missing.py:1:1: OPX003 error No such file or directory\nFound 1 problem.\n")
 
 
 @pytest.mark.parametrize("content", [None, "notes.txt"])

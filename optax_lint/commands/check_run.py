@@ -65,16 +65,14 @@ class CheckRun:
         from optax_lint.core import meta
         from optax_lint.core.diagnostics import FileResult
 
-        def unreadable(paths: set[str], keep: bool) -> None:
-            for problem in problems:
-                if (problem.path in paths) == keep:
-                    result = FileResult(problem.path)
-                    result.findings.append(meta.meta_finding(meta.IO_ERROR, problem.path, problem.message))
-                    outcome.results.append(result)
-
-        unreadable(missing, keep=False)
-        self._ci_filter(outcome)
-        unreadable(missing, keep=True)
+        unreadable = {False: [], True: []}  # is it missing -> results
+        for problem in problems:
+            result = FileResult(problem.path)
+            result.findings.append(meta.meta_finding(meta.IO_ERROR, problem.path, problem.message))
+            unreadable[problem.path in missing].append(result)
+        outcome.results.extend(unreadable[False])
+        self._ci_filter(outcome, unreadable[True])
+        outcome.results.extend(unreadable[True])
         usage_error = bool(outcome.internal_errors or missing)
         if self.add_noqa:
             code = _add_noqa(outcome, self.options.max_file_bytes)
@@ -127,9 +125,10 @@ class CheckRun:
             click.echo(f"Would fix {would} problem{'s' if would != 1 else ''}." if would else "No fixes available.", err=True)
         return 1 if (diffs or unreadable) and not self.exit_zero else 0
 
-    def _ci_filter(self, outcome: Outcome) -> None:
+    def _ci_filter(self, outcome: Outcome, missing: list) -> None:
         """--diff-against keeps findings on changed lines; --baseline drops the recorded ones
-        (`known`), or with --update-baseline (`known` None) records what is left and exits."""
+        (`known`), or with --update-baseline (`known` None) records what is left and exits
+        (2, naming them, when a path does not exist: `missing`, its results)."""
         if self.changes is not None:
             for result in outcome.results:
                 result.findings = [f for f in result.findings if self.changes.covers(f)]
@@ -143,13 +142,14 @@ class CheckRun:
             except baseline.BaselineError as exc:
                 fail(str(exc))
             click.echo(f"Recorded {count} finding{'s' if count != 1 else ''} in {self.baseline_file}.", err=True)
-            sys.exit(2 if outcome.internal_errors else 0)
+            _report_unfixable([f for result in missing for f in result.findings], summary=False)
+            sys.exit(2 if outcome.internal_errors or missing else 0)
         hidden = baseline.drop_known(outcome.results, outcome.sources, self.baseline_file, self.known)
         if hidden and not self.quiet:
             click.echo(f"{hidden} finding{'s' if hidden != 1 else ''} recorded in {self.baseline_file} not shown.", err=True)
 
 
-def _report_unfixable(findings) -> int:
+def _report_unfixable(findings, summary: bool = True) -> int:
     """--diff: files that could not be read or parsed get no diff; say so (stderr)."""
     from optax_lint.core import meta
     from optax_lint.reporters import ReportOptions, use_color
@@ -159,7 +159,7 @@ def _report_unfixable(findings) -> int:
     options = ReportOptions(color=use_color(sys.stderr))
     for finding in blocked:
         click.echo(header(finding, options), err=True)
-    if blocked:
+    if blocked and summary:
         files = len({f.path for f in blocked})
         click.echo(f"optax-lint: error: {files} file{'s' if files != 1 else ''} could not be read or parsed; no fixes computed for {'them' if files != 1 else 'it'}.", err=True)
     return len(blocked)
