@@ -124,10 +124,11 @@ def test_inputs_cannot_inject_shell(installed, repo: Path) -> None:
     outputs = dict(outputs)
     proc = run_step("lint", {"paths": "src/clean.py $(touch${IFS}pwned) `touch pwned2` *"}, outputs, repo, scratch)
     assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
-    # The odd "paths" reached optax-lint as literal names: missing paths, a usage error (exit 2).
+    # The odd "paths" reached optax-lint as literal names: missing paths, reported as
+    # OPX003 annotations, a usage error (exit 2).
     assert proc.returncode == 2
-    assert "$(touch${IFS}pwned): no such file or directory" in proc.stderr
-    assert "`touch: no such file or directory" in proc.stderr
+    assert "::$(touch${IFS}pwned):1:1: OPX003 No such file or directory\n" in proc.stdout
+    assert "::`touch:1:1: OPX003 No such file or directory\n" in proc.stdout
 
 
 def test_readme_workflow_uses_the_action_inputs() -> None:

@@ -8,6 +8,7 @@ or a real `python -m optax_lint` process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -169,20 +170,38 @@ def test_fix_exit_code_counts_only_failing_leftovers(project: Path) -> None:
 # --------------------------------------------------------------------------- paths
 
 
-def test_missing_path_is_a_usage_error_and_others_are_still_linted(project: Path) -> None:
+def test_missing_path_is_a_finding_once_and_others_are_still_linted(project: Path) -> None:
     proc = process(["err.py", "missing.py", "--output-format", "concise"], project)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout.startswith("err.py:5:5: OPX101 error")
-    assert "missing.py" not in proc.stdout
-    assert "optax-lint: error: missing.py: no such file or directory" in proc.stderr
+    # Reported once, as a finding of its own (ruff's E902), and counted in the summary.
+    assert proc.stdout.count("missing.py") == 1
+    assert "missing.py:1:1: OPX003 error No such file or directory" in proc.stdout
+    assert "Found 2 problems" in proc.stdout
+    assert "missing.py" not in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_missing_path_alone_exits_two_without_findings(project: Path) -> None:
-    proc = process(["nowhere/train.py"], project)
+@pytest.mark.parametrize("fmt", ["full", "concise", "grouped"])
+def test_missing_path_alone_exits_two_and_never_passes(project: Path, fmt: str) -> None:
+    proc = process(["nowhere/train.py", "--output-format", fmt], project)
     assert proc.returncode == 2
-    assert "OPX003" not in proc.stdout
-    assert "nowhere/train.py: no such file or directory" in proc.stderr
+    assert "OPX003" in proc.stdout and "No such file or directory" in proc.stdout
+    assert "All checks passed!" not in proc.stdout
+    assert "Found 1 problem." in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_missing_path_survives_the_ci_filters_and_machine_formats(project: Path) -> None:
+    proc = process(["err.py", "missing.py", "--output-format", "json"], project)
+    assert proc.returncode == 2
+    assert [(f["path"], f["code"]) for f in json.loads(proc.stdout)] == [("err.py", "OPX101"), ("missing.py", "OPX003")]
+    # A baseline cannot record it away: it is named, and the run still exits 2.
+    proc = process(["err.py", "missing.py", "--baseline", "base.json", "--update-baseline"], project)
+    assert proc.returncode == 2
+    assert proc.stderr == "Recorded 1 finding in base.json.\nmissing.py:1:1: OPX003 error No such file or directory\n"
+    proc = process(["err.py", "missing.py", "--baseline", "base.json", "--output-format", "concise"], project)
+    assert (proc.returncode, proc.stdout) == (2, "missing.py:1:1: OPX003 error No such file or directory\nFound 1 problem.\n")
 
 
 @pytest.mark.parametrize("content", [None, "notes.txt"])
@@ -262,10 +281,10 @@ def test_a_path_that_exists_is_linted_even_if_it_looks_like_a_command(tmp_path: 
     assert proc.returncode == 2
     assert "'OPX101' is neither a file nor a directory, and 'rules' is not a command; did you mean `optax-lint rule`?" in proc.stderr
     assert proc.stdout == ""
-    # Spelled as a path, it is one: no suggestion, the usual missing-path error.
+    # Spelled as a path, it is one: no suggestion, the usual missing-path finding.
     proc = process(["./rule"], tmp_path)
     assert proc.returncode == 2 and "did you mean" not in proc.stderr
-    assert "./rule: no such file or directory" in proc.stderr
+    assert "./rule:1:1: OPX003 error No such file or directory" in proc.stdout
 
 
 def test_a_missing_path_that_looks_like_nothing_gets_no_suggestion(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def test_explicit_pyproject_reads_tool_table(tmp_path: Path) -> None:
         ('select = ["opx1"]\n', "pyproject.toml: [tool.optax-lint] select: unknown rule code 'opx1'"),
         ('fix = "yes"\n', "pyproject.toml: [tool.optax-lint] fix: expected a boolean, got str"),
         ("unsafe-fixes = 1\n", "pyproject.toml: [tool.optax-lint] unsafe-fixes: expected a boolean, got int"),
-        ('output-format = "xml"\n', "pyproject.toml: [tool.optax-lint] output-format: invalid value 'xml' (expected one of: full, concise, json, github, sarif, gitlab, junit)"),
+        ('output-format = "xml"\n', "pyproject.toml: [tool.optax-lint] output-format: invalid value 'xml' (expected one of: full, concise, grouped, json, json-lines, github, sarif, gitlab, junit, pylint, rdjson, azure)"),
         ("output-format = 1\n", "pyproject.toml: [tool.optax-lint] output-format: expected a string, got int"),
         ("context = [1]\n", "pyproject.toml: [tool.optax-lint] context: expected a table, got list"),
         ('per-file-ignores = ["x"]\n', "pyproject.toml: [tool.optax-lint] per-file-ignores: expected a table of glob = [codes], got list"),
@@ -417,7 +417,7 @@ def test_cli_fix_true_over_file_default(tmp_path: Path) -> None:
     [
         ({"select": ["OPX999"]}, "--select: unknown rule code 'OPX999'"),
         ({"extend_select": "OPX1"}, "--extend-select: expected a list of strings, got str"),
-        ({"output_format": "xml"}, "--output-format: invalid value 'xml' (expected one of: full, concise, json, github, sarif, gitlab, junit)"),
+        ({"output_format": "xml"}, "--output-format: invalid value 'xml' (expected one of: full, concise, grouped, json, json-lines, github, sarif, gitlab, junit, pylint, rdjson, azure)"),
         ({"per_file_ignores": {"a.py": ["NOPE"]}}, "--per-file-ignores a.py: unknown rule code 'NOPE'"),
     ],
 )

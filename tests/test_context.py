@@ -215,11 +215,22 @@ def test_bad_cli_context_is_a_usage_error(tmp_path, args, message):
     assert message in result.output
 
 
-def test_bad_config_context_is_a_config_error(tmp_path):
-    write(tmp_path, {"pyproject.toml": "[tool.optax-lint.context]\nsteps = \"lots\"\n", "train.py": "import optax\n"})
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('steps = "lots"', "pyproject.toml: [tool.optax-lint.context] steps: expected a positive whole number"),
+        ('arch = "nonsense"', "pyproject.toml: [tool.optax-lint.context] arch: expected one of transformer"),
+        ('[[tool.optax-lint.context.overrides]]\npath = "a/*"\narch = "nonsense"',
+         "pyproject.toml: [tool.optax-lint.context] overrides[0] arch: expected one of transformer"),
+    ],
+)
+def test_bad_config_context_is_a_config_error(tmp_path, table, message):
+    write(tmp_path, {"pyproject.toml": f"[tool.optax-lint.context]\n{table}\n", "train.py": "import optax\n"})
     result = run_cli(["train.py"], tmp_path)
     assert result.exit_code == 2
-    assert "pyproject.toml: [tool.optax-lint.context] steps: steps: expected a positive whole number" in result.output
+    assert message in result.output
+    # The field is named once (it was `arch: arch: ...`).
+    assert result.output.count(message.rsplit("] ", 1)[1].split(":")[0] + ":") == 1, result.output
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from optax_lint.core.globs import glob_matches, invalid_glob
 STANDALONE_NAME = "optax-lint.toml"
 PYPROJECT_NAME = "pyproject.toml"
 TOOL_TABLE = "tool.optax-lint"
-OUTPUT_FORMATS = ("full", "concise", "json", "github", "sarif", "gitlab", "junit")
+OUTPUT_FORMATS = ("full", "concise", "grouped", "json", "json-lines", "github", "sarif", "gitlab", "junit", "pylint", "rdjson", "azure")
 # The lowest severity that fails a run (exit 1). Info findings are advice: by default
 # they are shown but do not block a commit or a CI job.
 FAIL_LEVELS = ("error", "warning", "info")

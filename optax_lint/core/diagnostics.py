@@ -176,6 +176,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     fixed: int = 0  # fixes applied (with --fix) or that would apply (with --diff)
+    applied_fixes: list[Finding] = field(default_factory=list)  # with --fix: the findings fixed (--show-fixes)
     diff: Optional[str] = None  # unified diff (with --diff)
     error: Optional[str] = None  # a read/parse/internal problem already turned into a finding
     verification: list = field(default_factory=list)  # --verify reports (verify.pipeline_report.PipelineReport)

@@ -47,6 +47,7 @@ class FixRun:
     dropped: list[Finding] = field(default_factory=list)
     internal_errors: int = 0
     refused: list[tuple[Finding, str]] = field(default_factory=list)  # fixes a gate (--verify) rejected
+    fixed: list[Finding] = field(default_factory=list)  # the findings whose fix was applied, in order (--show-fixes)
 
 
 def _internal_message(where: str, exc: BaseException, show_traceback: bool) -> str:
@@ -202,6 +203,7 @@ def fix_text(
     cell boundaries with it).
     """
     applied = 0
+    fixed: list[Finding] = []
     refused: list[tuple[Finding, str]] = []
     dropped: list[Finding] = []
     dropped_keys: set[tuple] = set()
@@ -225,6 +227,7 @@ def fix_text(
             break
         module = run.module
         edits: list[tuple[int, int, str]] = []
+        owners: dict[int, Finding] = {}  # id of an edit -> the finding whose fix it is
         for finding in candidates:
             try:
                 new_module = finding.fix.apply(module)
@@ -249,6 +252,7 @@ def fix_text(
                     refused.append((finding, evidence))
                     continue
             edits.append(_text_edit(current, new_code))
+            owners[id(edits[-1])] = finding
         chosen = _non_overlapping(edits)
         if not chosen:
             break
@@ -262,6 +266,7 @@ def fix_text(
                 chosen = chosen[:1]  # edits that clash together go one per round
                 combined = _apply_edits(current, chosen)
         applied += len(chosen)
+        fixed.extend(owners[id(edit)] for edit in chosen)
         if on_edits is not None:
             on_edits(chosen)
         current = combined
@@ -269,7 +274,7 @@ def fix_text(
         final = run
     else:
         final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
-    return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused)
+    return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused, fixed)
 
 
 def _keep_final_cr(old: str, new: str) -> str:

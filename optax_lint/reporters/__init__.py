@@ -10,15 +10,23 @@ import os
 from typing import Callable, Mapping
 
 from optax_lint.core.diagnostics import FileResult, Finding
-from optax_lint.reporters import concise, full, github, json
+from optax_lint.reporters import (
+    concise,
+    full,
+    github,
+    grouped,
+    json,
+    json_lines,
+    pylint,
+)
 from optax_lint.reporters.options import ReportOptions
 
 Formatter = Callable[[list[Finding], Mapping[str, str], ReportOptions], str]
 
 
 def _on_use(module: str) -> Formatter:
-    """The CI formats (xml.etree, fingerprints, the catalogue's docs) load only when
-    asked for: a pre-commit run never needs them."""
+    """The CI formats (xml.etree, fingerprints, the catalogue's docs, reviewdog's and
+    Azure's conventions) load only when asked for: a pre-commit run never needs them."""
 
     def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
         import importlib
@@ -28,14 +36,20 @@ def _on_use(module: str) -> Formatter:
     return render
 
 
+# In the order --help lists them (core.config.OUTPUT_FORMATS and commands.check's list match).
 FORMATS: dict[str, Formatter] = {
     "full": full.render,
     "concise": concise.render,
+    "grouped": grouped.render,
     "json": json.render,
+    "json-lines": json_lines.render,
     "github": github.render,
     "sarif": _on_use("sarif"),
     "gitlab": _on_use("gitlab"),
     "junit": _on_use("junit"),
+    "pylint": pylint.render,
+    "rdjson": _on_use("rdjson"),
+    "azure": _on_use("azure"),
 }
 
 

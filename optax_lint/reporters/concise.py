@@ -34,4 +34,5 @@ def render(findings: list[Finding], sources: Mapping[str, str], options: ReportO
         return tail(findings, options)
     lines = [header(f, options) for f in findings]
     body = "".join(line + "\n" for line in lines)
-    return body + tail(findings, options)
+    gap = "\n" if body and options.listed_fixes else ""  # the --show-fixes block stands apart, as in ruff
+    return body + gap + tail(findings, options)

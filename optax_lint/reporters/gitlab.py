@@ -18,7 +18,9 @@ from optax_lint.core.fingerprints import finding_keys
 if TYPE_CHECKING:
     from optax_lint.reporters.options import ReportOptions
 
-SEVERITY = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
+# Code Quality's scale is info, minor, major, critical, blocker: an error (training
+# crashes or is silently wrong) is critical, a warning major, advice minor.
+SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "minor"}
 
 
 def report_path(path: str) -> str:

@@ -1,7 +1,13 @@
 """The junit format: JUnit XML, for CI systems that show test reports.
 
-One testsuite per file with findings, one failed testcase per finding (ruff's layout);
-a run without findings is one passing testcase, so the report is never empty.
+One testsuite per file with findings, one testcase per finding (ruff's layout); a run
+without findings is one passing testcase, so the report is never empty.
+
+A finding fails its testcase only when it fails the run (at or above --fail-level,
+default warning). One below it (info advice, by default) is a passing testcase whose
+<system-out> holds the finding: GitLab's test report, Jenkins and Azure Pipelines show
+a case's output beside it, so the advice is read but nothing is red. A <skipped> case
+would say the check did not run, and some pipelines treat skipped tests as a problem.
 """
 
 from __future__ import annotations
@@ -30,22 +36,33 @@ def _element(parent: ET.Element, tag: str, **attrs: object) -> ET.Element:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str], options: ReportOptions) -> str:
+    from optax_lint.core.config import (  # late: config loads the catalogue
+        DEFAULT_FAIL_LEVEL,
+        severity_fails,
+    )
+
+    level = options.fail_level or DEFAULT_FAIL_LEVEL
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         by_file[finding.path].append(finding)
-    root = ET.Element("testsuites", {"name": "optax-lint", "tests": str(max(len(findings), 1)), "failures": str(len(findings)), "errors": "0"})
+    failing = sum(1 for f in findings if severity_fails(f.severity, level))
+    root = ET.Element("testsuites", {"name": "optax-lint", "tests": str(max(len(findings), 1)), "failures": str(failing), "errors": "0"})
     if not findings:
         suite = _element(root, "testsuite", name="optax-lint", tests=1, failures=0, errors=0)
         _element(suite, "testcase", name="no findings", classname="optax-lint")
     for path, items in by_file.items():
-        suite = _element(root, "testsuite", name=path, tests=len(items), failures=len(items), errors=0)
-        for f in items:
+        fails = [severity_fails(f.severity, level) for f in items]
+        suite = _element(root, "testsuite", name=path, tests=len(items), failures=sum(fails), errors=0)
+        for f, fails_run in zip(items, fails):
             s = f.span
             # In a notebook, the line counts within the cell: `line` is the .ipynb's first.
             line = s.line if f.cell is None else 1
             case = _element(suite, "testcase", name=f"{f.code} ({f.name})", classname=path, file=path, line=line,
                             column=s.column if f.cell is None else 1)
-            failure = _element(case, "failure", message=f.message, type=f.code)
-            failure.text = _clean(f"{f.location}: {f.code} [{f.severity.value}] {f.message}")
+            text = _clean(f"{f.location}: {f.code} [{f.severity.value}] {f.message}")
+            if fails_run:
+                _element(case, "failure", message=f.message, type=f.code).text = text
+            else:
+                ET.SubElement(case, "system-out").text = text
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

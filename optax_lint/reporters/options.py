@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
+
+from optax_lint.core.diagnostics import Finding
 
 
 @dataclass
@@ -15,3 +17,4 @@ class ReportOptions:
     quiet: bool = False  # findings only: no summary line
     fixed_total: int = 0  # fixes applied in this run, for "(K fixed, M remaining)"
     fail_level: Optional[str] = None  # --fail-level: the summary says which findings do not fail the run
+    listed_fixes: list[Finding] = field(default_factory=list)  # --show-fixes: what --fix fixed, listed before the summary

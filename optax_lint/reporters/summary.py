@@ -94,9 +94,13 @@ def statistics_table(findings: list[Finding], options: ReportOptions) -> str:
 
 
 def tail(findings: list[Finding], options: ReportOptions) -> str:
-    """What follows the findings: the statistics table (if asked) and the summary."""
+    """What follows the findings: the statistics table (if asked), the fixes --show-fixes
+    lists (even with --quiet: they were asked for), and the summary."""
+    from optax_lint.reporters.fixed import fixed_block
+
     table = statistics_table(findings, options) if options.statistics else ""
+    listed = fixed_block(options.listed_fixes, options)
     if options.quiet:
-        return table
+        return table + listed
     note = below_fail_level(findings, options)
-    return table + summary_line(findings, options) + "\n" + (note + "\n" if note else "")
+    return table + listed + summary_line(findings, options) + "\n" + (note + "\n" if note else "")

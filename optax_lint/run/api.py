@@ -117,6 +117,7 @@ def lint_file(
                 else:
                     encode_text(source, fixed.text)  # the caller outputs it: it must encode
                 text = fixed.text
+                result.applied_fixes = fixed.fixed
             except SourceError as exc:
                 result.fixed = 0
                 result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
@@ -150,7 +151,7 @@ def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
 def _worker(args):
     path, settings, options = args
     result, text, internal, record = _lint_recorded(path, settings, options)
-    for finding in result.findings:
+    for finding in [*result.findings, *result.applied_fixes]:
         finding.node = None  # libcst nodes and fix closures do not cross processes
         if finding.fix is not None:
             finding.fix.apply = _Marker(bool(finding.fix.apply))

@@ -82,6 +82,7 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
             else:  # the caller outputs the fixed notebook (stdin)
                 encode_text(source, new_text)
             result.cell_sources, text = after, new_text
+            result.applied_fixes = to_cells(fixed.fixed, original, original.text)
         except SourceError as exc:
             result.fixed = 0
             run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))

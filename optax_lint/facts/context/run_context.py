@@ -357,15 +357,15 @@ def parse_config_table(table: dict, where: str = "[tool.optax-lint.context]") ->
                     try:
                         field = canonical_field(sub)
                         values[field] = parse_value(field, value)
-                    except ContextError as exc:
-                        raise ContextError(f"{where} overrides[{i}] {sub}: {exc}") from None
+                    except ContextError as exc:  # its message names the field already
+                        raise ContextError(f"{where} overrides[{i}] {exc}") from None
                 overrides.append((glob, values))
             continue
         try:
             field = canonical_field(key)
             base[field] = parse_value(field, raw)
-        except ContextError as exc:
-            raise ContextError(f"{where} {key}: {exc}") from None
+        except ContextError as exc:  # its message names the field already
+            raise ContextError(f"{where} {exc}") from None
     return base, overrides
 
 
