@@ -217,3 +217,16 @@ def test_circles_are_found():
 def test_an_upper_layer_is_ranked_above_a_lower_one():
     assert layer_of("optax_lint.core.diagnostics") < layer_of("optax_lint.facts.module") < layer_of("optax_lint.cli")
     assert layer_of("optax_lint") == 0
+
+
+def test_rules_never_walk_the_tree():
+    """Rules judge facts: the walks over syntax (walker.walk, children) live in facts/."""
+    rules = PACKAGE / "rules"
+    offenders = []
+    for path in sorted(rules.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "optax_lint.syntax.walker":
+                walks = {a.name for a in node.names} & {"walk", "children", "iter_children", "collect"}
+                if walks:
+                    offenders.append(f"{path.relative_to(PACKAGE)}: {sorted(walks)}")
+    assert not offenders, offenders

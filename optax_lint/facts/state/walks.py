@@ -1,5 +1,5 @@
-"""Walks of code for the state facts and rules: a scope's own code, and the uses of
-a name."""
+"""Walks of code for the state facts: a scope's own code, the uses of a name, whether
+a value is negated, whether an expression varies inside a loop."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from optax_lint.syntax.walker import iter_children
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import Scope, iter_children, walk
 
 
 def walk_scope(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -39,3 +40,28 @@ def name_uses(root: cst.CSTNode, name: str) -> list[cst.Name]:
             continue
         stack.extend(iter_children(node))
     return out
+
+
+def negated(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """The value is negated: `-g`, a call holding a negation, or a name bound to one
+    (gradients handed to update this way are a deliberate ascent)."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return True
+    if isinstance(expr, cst.Call):
+        for node in walk(expr):
+            if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+                return True
+    if isinstance(expr, cst.Name) and depth < 4:
+        _, bindings = lookup(expr.value, scope)
+        return any(b.value is not None and negated(b.value, b.scope, depth + 1) for b in bindings)
+    return False
+
+
+def varies_in_loop(sf, expr: cst.BaseExpression, loop: cst.CSTNode, scope: Scope) -> bool:
+    """Some name in `expr` is bound inside the loop (or is its target)."""
+    for node in walk(expr):
+        if isinstance(node, cst.Name):
+            owner, bindings = lookup(node.value, scope)
+            if owner is not None and any(b.kind != "param" and (b.node is loop or sf.inside(b.node, loop)) for b in bindings):
+                return True
+    return False

@@ -7,14 +7,14 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.state.access import StateFacts
-from optax_lint.facts.state.walks import walk_scope
+from optax_lint.facts.state.walks import negated, walk_scope
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.state.call_args import positional_args
 from optax_lint.rules.state.pipelines import update_pipeline
 from optax_lint.rules.state.wording import call_text, describe_node
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.nodes import node_text
-from optax_lint.syntax.walker import Scope, walk
+from optax_lint.syntax.walker import Scope
 
 TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "jax.tree_util.tree_multimap"})
 
@@ -70,22 +70,6 @@ def _maximised(sf: StateFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
     return False
 
 
-def _negated_grads(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
-    """The gradients handed to update are negated (deliberate ascent)."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        return True
-    if isinstance(expr, cst.Call):
-        for node in walk(expr):
-            if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-                return True
-    if isinstance(expr, cst.Name) and depth < 4:
-        from optax_lint.syntax.names import lookup
-
-        _, bindings = lookup(expr.value, scope)
-        return any(b.value is not None and _negated_grads(b.value, b.scope, depth + 1) for b in bindings)
-    return False
-
-
 class ManualUpdateSign(Rule):
     code = "OPX610"
 
@@ -108,7 +92,7 @@ class ManualUpdateSign(Rule):
             if pipeline is None or not descends(pipeline):
                 continue
             grads = site.arg(0, "updates")
-            if grads is None or _negated_grads(grads.value, scope) or _maximised(sf, grads.value, scope):
+            if grads is None or negated(grads.value, scope) or _maximised(sf, grads.value, scope):
                 continue
             if scope.kind == "function" and any(w in scope.name.lower() for w in _ASCENT_WORDS):
                 continue

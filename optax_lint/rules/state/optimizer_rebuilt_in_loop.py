@@ -9,7 +9,7 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.state.access import StateFacts
-from optax_lint.facts.state.walks import name_uses
+from optax_lint.facts.state.walks import name_uses, varies_in_loop
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.loop_carry import (
@@ -18,7 +18,7 @@ from optax_lint.rules.state.loop_carry import (
     carried_arg,
     owner_scope,
 )
-from optax_lint.syntax.walker import CallRecord, Scope, walk
+from optax_lint.syntax.walker import CallRecord, Scope
 
 
 def _construction_sites(sf: StateFacts, pipeline: Pipeline) -> list[CallRecord]:
@@ -149,7 +149,7 @@ class OptimizerRebuiltInLoop(Rule):
             for record in info.calls:
                 loop, _ = sf.enclosing_loop(record.statement)
                 arg = info.arg_for(record.node, param) if loop is not None else None
-                if arg is not None and _varies_in(sf, arg.value, loop, record.scope):
+                if arg is not None and varies_in_loop(sf, arg.value, loop, record.scope):
                     return (
                         f"inside the jitted {info.name}",
                         f"it depends on the static argument {param!r}, which changes on every pass of the loop calling {info.name}, so it recompiles each time",
@@ -165,15 +165,3 @@ def _is_name(expr: cst.BaseExpression, name: str) -> bool:
 def _is_state_holder(facts, call: cst.Call, scope: Scope) -> bool:
     name = facts.canonical(call.func, scope) or ""
     return name.endswith("TrainState.create") or name in ("flax.nnx.Optimizer", "flax.nnx.ModelAndOptimizer")
-
-
-def _varies_in(sf: StateFacts, expr: cst.BaseExpression, loop: cst.CSTNode, scope: Scope) -> bool:
-    """Some name in `expr` is bound inside the loop (or is its target)."""
-    from optax_lint.syntax.names import lookup
-
-    for node in walk(expr):
-        if isinstance(node, cst.Name):
-            owner, bindings = lookup(node.value, scope)
-            if owner is not None and any(b.kind != "param" and (b.node is loop or sf.inside(b.node, loop)) for b in bindings):
-                return True
-    return False
