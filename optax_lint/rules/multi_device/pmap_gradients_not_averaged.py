@@ -28,6 +28,9 @@ class PmapGradientsNotAveraged(Rule):
     def check(self, ctx: Context) -> None:
         pf = ctx.facts.parallel
         seen: set = set()
+        # Axes a collective names where its pmap does not bind them: that collective is
+        # misnamed (OPX402, whose fix renames it), not missing.
+        unbound = {(id(use.root.site), axis) for use in pf.unbound_axis_uses() for axis in use.missing}
         for step in pf.pmap_steps:
             if step.function is None or not pf.is_data_parallel(step):
                 continue
@@ -40,6 +43,8 @@ class PmapGradientsNotAveraged(Rule):
                 if not isinstance(grad, AGrad) or sink.call in seen:
                     continue
                 if grad.is_reduced_over(axes or frozenset()):
+                    continue
+                if any((id(step.site), axis) in unbound for axis in grad.axes):
                     continue
                 seen.add(sink.call)
                 self._report(ctx, pf, step, sink, grad, axes)

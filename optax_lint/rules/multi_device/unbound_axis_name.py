@@ -9,6 +9,7 @@ from optax_lint.facts.parallel.names import fmt_axes
 from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.arguments import call_arg_expr
 
 
 class UnboundAxisName(Rule):
@@ -26,8 +27,10 @@ class UnboundAxisName(Rule):
                 binding = f"only {fmt_axes(use.bound)} {verb} bound there ({root.describe()} binds {fmt_axes(root.axis_names)})"
             if use.path:
                 binding += ", reached through " + " -> ".join(n.value for n in use.path)
-            fix = None
-            if root.axis_names is None and root.kind == "pmap":
+            fix = fix_title = None
+            if _binds_one(root) and not use.path:
+                fix, fix_title = _rename_axis(collective, root)
+            elif root.axis_names is None and root.kind == "pmap":
                 wanted = _named_axes(pf, root)
                 if wanted is not None and len(wanted) == 1 and root.arg_call is not None and not root.has_star:
                     axis = next(iter(wanted))
@@ -39,8 +42,25 @@ class UnboundAxisName(Rule):
                 binding=binding,
                 step=root.describe(),
                 fix=fix,
+                fix_title=fix_title,
                 related=[(root.site, "mapped here")],
             )
+
+
+def _binds_one(root: MappedStep) -> bool:
+    return root.kind == "pmap" and isinstance(root.axis_names, frozenset) and len(root.axis_names) == 1
+
+
+def _rename_axis(collective, root: MappedStep):
+    """A collective written in the mapped function itself over a name its pmap does not
+    bind is a misnamed collective: rename its literal axis to the one the pmap binds
+    (a helper reached from elsewhere may serve another pmap, so it is never renamed)."""
+    literal = call_arg_expr(collective.call, 1, "axis_name")
+    if not isinstance(literal, cst.SimpleString) or not isinstance(collective.axes, frozenset) or len(collective.axes) != 1:
+        return None, None
+    (axis,) = root.axis_names
+    title = f"Rename the axis to {axis!r}, the one {root.describe()} binds"
+    return fixes.replace(literal, cst.SimpleString(_quote(axis))), title
 
 
 def _named_axes(pf, root: MappedStep):
