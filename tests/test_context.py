@@ -30,7 +30,8 @@ from optax_lint.facts.context.run_context import (
     parse_value,
 )
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.project import config as project_config
+from optax_lint.facts.project import evaluate as project_evaluate
+from optax_lint.facts.project import files as project_files
 from optax_lint.run import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,9 +79,9 @@ def value(facts: ModuleFacts, field: str):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    project_config.clear_cache()
+    project_files.clear_cache()
     yield
-    project_config.clear_cache()
+    project_files.clear_cache()
 
 
 LINEN_HEAD = """
@@ -457,7 +458,7 @@ def test_dataclass_defaults_overrides_and_annotations():
     assert steps.value == 500 and steps.confidence == "medium"  # a parameter: callers may pass another Cfg
     src2 = src.replace("def run(cfg: Cfg):", "cfg = Cfg(num_steps=900)\nif True:")
     assert value(facts_of(src2), "steps") == 900
-    ev = project_config.Evaluator(facts_of(src))
+    ev = project_evaluate.Evaluator(facts_of(src))
     scope = next(s for s in ev.facts.raw.scopes if s.name == "run")
     found = ev.eval(cst.parse_expression("cfg.opt.total_steps"), scope)
     assert found.value == 100
@@ -495,8 +496,8 @@ def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
     steps = f.run_context.get("steps")
     assert steps.value == 100_000 and steps.confidence == "medium"
     assert steps.location == "configs/default.py:5"  # relative to the project root, never absolute
-    ev = project_config.Evaluator(f)
-    module = project_config.config_of(f.memo("context_project", project_config.Project).load(str(tmp_path / "configs" / "big.py")), project_config.project_of(f))
+    ev = project_evaluate.Evaluator(f)
+    module = project_evaluate.config_of(f.memo("context_project", project_files.Project).load(str(tmp_path / "configs" / "big.py")), project_files.project_of(f))
     assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed
     assert module.ml[("model", "num_layers")].value == 2
     assert ev.eval(cst.parse_expression("config.warmup_steps"), f.raw.module_scope)  # resolved via the explicit link
@@ -542,22 +543,22 @@ def test_only_files_inside_the_project_root_are_read(tmp_path):
         assert f.run_context.get("steps") is None
     finally:
         sys.path.remove(str(outside))
-    assert project_config.STATS["reads"] == 0
+    assert project_files.STATS["reads"] == 0
 
 
 def test_size_and_count_limits(tmp_path, monkeypatch):
-    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 200)
+    monkeypatch.setattr(project_files, "MAX_FILE_BYTES", 200)
     f = project_facts(tmp_path, {
         "big.py": "NUM_STEPS = 10\n" + "# padding\n" * 100,
         "train.py": STEP + "import big\nfor i in range(big.NUM_STEPS):\n    state = train_step(state, 1)\n",
     })
     assert f.run_context.get("steps") is None
-    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 256 * 1024)
+    monkeypatch.setattr(project_files, "MAX_FILE_BYTES", 256 * 1024)
     files = {f"m{i}.py": "class Thing:\n    pass\n" for i in range(40)}
     files["train.py"] = "import optax\n" + "".join(f"from m{i} import Thing as T{i}\nT{i}()\n" for i in range(40))
     f = project_facts(tmp_path / "many", files)
     f.run_context.entry("arch")
-    assert project_config.STATS["reads"] <= project_config.MAX_FILES_PER_FILE
+    assert project_files.STATS["reads"] <= project_files.MAX_FILES_PER_FILE
 
 
 def test_reads_are_cached_per_run_and_cleared(tmp_path):
@@ -571,9 +572,9 @@ def test_reads_are_cached_per_run_and_cleared(tmp_path):
         text = (tmp_path / name).read_text()
         f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text)
         assert value(f, "steps") == 77
-    assert project_config.STATS["reads"] == 1
+    assert project_files.STATS["reads"] == 1
     api.clear_caches()
-    assert project_config.STATS["reads"] == 0 and not project_config._CACHE
+    assert project_files.STATS["reads"] == 0 and not project_files._CACHE
 
 
 def _check_all(f: ModuleFacts, codes) -> None:
@@ -600,9 +601,9 @@ def test_context_is_lazy_on_the_lint_path(tmp_path):
     f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped)
     _check_all(f, codes)
     assert set(f.run_context.values) <= {"fine_tune"}
-    assert project_config.STATS["reads"] == 0
+    assert project_files.STATS["reads"] == 0
     findings, internal = engine.run_rules(cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path))
-    assert findings == [] and internal == 0 and project_config.STATS["reads"] == 0
+    assert findings == [] and internal == 0 and project_files.STATS["reads"] == 0
 
 
 def test_not_analysable_chains_are_listed():

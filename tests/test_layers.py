@@ -36,13 +36,11 @@ LAYERS = [
 ALLOWED: set[str] = {
     'circle: optax_lint.core.catalogue <-> optax_lint.run.cache',
     'circle: optax_lint.core.fingerprints <-> optax_lint.reporters <-> optax_lint.reporters.concise <-> optax_lint.reporters.full <-> optax_lint.reporters.github <-> optax_lint.reporters.gitlab <-> optax_lint.reporters.json <-> optax_lint.reporters.junit <-> optax_lint.reporters.sarif <-> optax_lint.reporters.summary',
-    'circle: optax_lint.facts.context.infer <-> optax_lint.facts.context.run_context <-> optax_lint.facts.module <-> optax_lint.facts.project.config',
     'circle: optax_lint.notebook <-> optax_lint.notebook.lint <-> optax_lint.run.api',
     'circle: optax_lint.verify.masks <-> optax_lint.verify.report',
     'long: optax_lint.facts.checkpoints.sites',
     'long: optax_lint.facts.context.infer',
     'long: optax_lint.facts.parallel.steps',
-    'long: optax_lint.facts.project.config',
     'long: optax_lint.facts.state.access',
     'long: optax_lint.rules.schedules',
     'long: optax_lint.rules.state',

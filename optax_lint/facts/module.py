@@ -66,9 +66,10 @@ class ModuleFacts:
     @functools.cached_property
     def run_context(self):
         """What is being trained (arch, steps, batch, ...), with provenance."""
+        from optax_lint.facts.context.infer import Inference
         from optax_lint.facts.context.run_context import build_run_context
 
-        return build_run_context(self)
+        return build_run_context(self, Inference(self).infer)
 
     # -- names ------------------------------------------------------------
     def canonical(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:

@@ -365,7 +365,7 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **opti
 def clear_caches() -> None:
     """Forget the project modules read for run contexts (cached per run). The catalogue
     and optax table stay: they are loaded once per process on purpose."""
-    from optax_lint.facts.project.config import (
+    from optax_lint.facts.project.files import (
         clear_cache,  # project modules read for the run context
     )
 

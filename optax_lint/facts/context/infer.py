@@ -38,14 +38,9 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.run_context import ContextValue
-from optax_lint.facts.project.config import (
-    Evaluator,
-    Found,
-    Origin,
-    config_of,
-    project_of,
-    weaker,
-)
+from optax_lint.facts.project.evaluate import Evaluator, config_of
+from optax_lint.facts.project.files import project_of
+from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import Scope

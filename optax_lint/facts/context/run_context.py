@@ -441,7 +441,8 @@ def _declared_entry(field: str, declared: Union[tuple, Any]) -> ContextValue:
     return ContextValue(value, source, location, "declared", "")
 
 
-def build_run_context(facts) -> RunContext:
+def build_run_context(facts, infer: Callable[[str, RunContext], Optional[ContextValue]]) -> RunContext:
+    """Declared values (command line, config, pragmas); `infer` answers the other fields."""
     values: dict[str, ContextValue] = {}
     for name, declared in (facts.declared_context or {}).items():
         try:
@@ -454,10 +455,6 @@ def build_run_context(facts) -> RunContext:
         current = values.get(field)
         if current is None or _RANK.get(entry.source, 3) < _RANK.get(current.source, 3):
             values[field] = entry
-    from optax_lint.facts.context.infer import Inference
-
-    inference = Inference(facts)
-    context = RunContext(values, infer=inference.infer)
+    context = RunContext(values, infer=infer)
     context.problems.extend(problems)
-    inference.context = context
     return context
