@@ -458,7 +458,7 @@ def test_dataclass_defaults_overrides_and_annotations():
     assert steps.value == 500 and steps.confidence == "medium"  # a parameter: callers may pass another Cfg
     src2 = src.replace("def run(cfg: Cfg):", "cfg = Cfg(num_steps=900)\nif True:")
     assert value(facts_of(src2), "steps") == 900
-    ev = project_evaluate.Evaluator(facts_of(src))
+    ev = project_evaluate.ConfigEvaluator(facts_of(src))
     scope = next(s for s in ev.facts.raw.scopes if s.name == "run")
     found = ev.eval(cst.parse_expression("cfg.opt.total_steps"), scope)
     assert found.value == 100
@@ -496,7 +496,7 @@ def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
     steps = f.run_context.get("steps")
     assert steps.value == 100_000 and steps.confidence == "medium"
     assert steps.location == "configs/default.py:5"  # relative to the project root, never absolute
-    ev = project_evaluate.Evaluator(f)
+    ev = project_evaluate.ConfigEvaluator(f)
     module = project_evaluate.config_of(f.memo("context_project", project_files.Project).load(str(tmp_path / "configs" / "big.py")), project_files.project_of(f))
     assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed
     assert module.ml[("model", "num_layers")].value == 2

@@ -38,7 +38,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.run_context import ContextValue
-from optax_lint.facts.project.evaluate import Evaluator, config_of
+from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.files import project_of
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
@@ -319,12 +319,12 @@ class Inference:
     def __init__(self, facts) -> None:
         self.facts = facts
         self.context = None
-        self._evaluator: Optional[Evaluator] = None
+        self._evaluator: Optional[ConfigEvaluator] = None
 
     @property
-    def ev(self) -> Evaluator:
+    def ev(self) -> ConfigEvaluator:
         if self._evaluator is None:
-            self._evaluator = Evaluator(self.facts, project_of(self.facts))
+            self._evaluator = ConfigEvaluator(self.facts, project_of(self.facts))
         return self._evaluator
 
     def infer(self, name: str, context) -> Optional[ContextValue]:
@@ -644,7 +644,7 @@ class Inference:
         index = facts.memo("context_binding_names", _binding_names)
         for name in names:
             for s, written in index.get(name, ()):
-                found = self.ev.word(written, s)
+                found = self.ev.name(written, s)
                 if isinstance(found, Found) and _positive_int(found.value):
                     candidates.append(Found(found.value, found.confidence, found.origin, found.detail or written))
         if not candidates:
@@ -917,7 +917,7 @@ class Inference:
             mc = config_of(module, project)
             for info in mc.classes.values():
                 if set(info.fields) & set(_L_NAMES) and set(info.fields) & set(_D_NAMES):
-                    evaluator = Evaluator(module, project)
+                    evaluator = ConfigEvaluator(module, project)
                     group = {}
                     for name in info.fields:
                         if name in wanted:

@@ -6,8 +6,6 @@ carries a confidence and the place it was written."""
 
 from __future__ import annotations
 
-import math
-import operator
 import os
 import re
 from typing import Any, Iterable, Optional
@@ -23,8 +21,15 @@ from optax_lint.facts.project.sources import (
     _decorator_name,
 )
 from optax_lint.syntax.names import lookup, qualified_name
-from optax_lint.syntax.values import Unknown, single_binding, value_of
-from optax_lint.syntax.walker import Scope
+from optax_lint.syntax.values import (
+    LOCAL_NAMES,
+    Evaluator,
+    Resolver,
+    Unknown,
+    unpack,
+    value_of,
+)
+from optax_lint.syntax.walker import Binding, Scope
 
 _CONFIG_ROOT = re.compile(
     r"(^|_)(config|cfg|conf|configs|hparams|hps|hp|args|flags|opts|options|settings|params_cfg|train_config|model_config)$",
@@ -42,10 +47,6 @@ def _replay_get_config(config: ModuleConfig) -> dict[tuple, Found]:
     return MlBuilder(config, fn).run()
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 class MlBuilder:
     """Replays the statements of `get_config()` to the config they build."""
 
@@ -55,7 +56,7 @@ class MlBuilder:
         self.fn = fn
         self.vars: set[str] = set()
         self.entries: dict[tuple, Found] = {}
-        self.evaluator = Evaluator(self.facts, module_config.project, local_config=self)
+        self.evaluator = ConfigEvaluator(self.facts, module_config.project, local_config=self)
 
     def run(self) -> dict[tuple, Found]:
         body = self.fn.node.body
@@ -176,13 +177,6 @@ class MlBuilder:
 # Evaluation
 
 
-# The same operator and builtin tables the in-file evaluator uses.
-from optax_lint.syntax.values import _BINOPS  # noqa: E402
-from optax_lint.syntax.values import _SAFE_BUILTINS as _SAFE
-
-_MAX_DEPTH = 20
-
-
 def _split_attribute(expr: cst.BaseExpression) -> tuple[Optional[cst.BaseExpression], list[str]]:
     names = []
     node = expr
@@ -193,98 +187,69 @@ def _split_attribute(expr: cst.BaseExpression) -> tuple[Optional[cst.BaseExpress
     return node, names
 
 
-class Evaluator:
-    """Static values with provenance; Unknown(reason) when the value cannot be known."""
+class _ProjectResolver(Resolver):
+    """The project's reading of names and expressions: the ConfigEvaluator's own."""
 
-    def __init__(self, facts, project: Optional[Project] = None, local_config: Optional[MlBuilder] = None) -> None:
+    def name(self, ev: "ConfigEvaluator", name: str, scope: Scope, depth: int):
+        return ev.project_name(name, scope, depth)
+
+    def expression(self, ev: "ConfigEvaluator", expr: cst.BaseExpression, scope: Scope, depth: int):
+        return ev.project_expression(expr, scope, depth)
+
+
+_PROJECT = _ProjectResolver()
+
+
+class ConfigEvaluator(Evaluator):
+    """Static values with provenance (each result a Found) in one module of the project;
+    Unknown(reason) when the value cannot be known. Names and attribute paths go to the
+    project first (parameters' defaults, imports, config objects), then to the names
+    assigned once in the module."""
+
+    max_depth = 20
+
+    def __init__(self, facts, project: Optional[Project] = None, local_config: Optional["MlBuilder"] = None) -> None:
+        super().__init__((_PROJECT, LOCAL_NAMES))
         self.facts = facts
         self.project = project if project is not None else project_of(facts)
-        self.local_config = local_config
+        self.local_config = local_config  # the get_config() being replayed, if any
 
-    # -- entry point ------------------------------------------------------
-    def eval(self, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0):
-        if expr is None:
-            return Unknown("no expression")
-        if depth > _MAX_DEPTH:
-            return Unknown("expression too deep")
-        d = depth + 1
-        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
-            value = value_of(expr, scope)
-            if isinstance(value, Unknown):
-                return value
-            return Found(value, "high", Origin(self.facts, expr), "")
-        if isinstance(expr, cst.Name):
-            return self.name(expr, scope, d)
-        if isinstance(expr, cst.Attribute):
-            root, names = _split_attribute(expr)
-            if isinstance(root, cst.Name):
-                return self.path(root.value, names, scope, d)
-            return Unknown("attribute of an expression")
-        if isinstance(expr, cst.UnaryOperation):
-            inner = self.eval(expr.expression, scope, d)
-            if not isinstance(inner, Found) or not _number(inner.value):
-                return inner if isinstance(inner, Unknown) else Unknown("unary operation")
-            if isinstance(expr.operator, cst.Minus):
-                return Found(-inner.value, inner.confidence, inner.origin, inner.detail)
-            if isinstance(expr.operator, cst.Plus):
-                return inner
-            return Unknown("unary operation")
-        if isinstance(expr, cst.BinaryOperation):
-            op = _BINOPS.get(type(expr.operator))
-            if op is None:
-                return Unknown("operator")
-            left = self.eval(expr.left, scope, d)
-            if not isinstance(left, Found):
-                return left
-            right = self.eval(expr.right, scope, d)
-            if not isinstance(right, Found):
-                return right
-            if not (_number(left.value) and _number(right.value)):
-                return Unknown("arithmetic on non-numbers")
-            if op is operator.pow and (abs(right.value) > 64 or abs(left.value) > 1e6):
-                return Unknown("power too large")
-            try:
-                result = op(left.value, right.value)
-            except (ZeroDivisionError, OverflowError, ValueError):
-                return Unknown("arithmetic error")
-            if isinstance(result, float) and not math.isfinite(result):
-                return Unknown("non-finite arithmetic")
-            origin = _pick_origin(left, right)
-            detail = " ".join(x for x in (left.detail, right.detail) if x)
-            return Found(result, weaker(left.confidence, right.confidence), origin, detail)
-        if isinstance(expr, cst.Call):
-            return self.call(expr, scope, d)
-        if isinstance(expr, cst.Subscript):
-            return self.subscript(expr, scope, d)
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            items = []
-            confidence = "high"
-            for element in expr.elements:
-                if isinstance(element, cst.StarredElement):
-                    return Unknown("starred element")
-                item = self.eval(element.value, scope, d)
-                if not isinstance(item, Found):
-                    return item
-                items.append(item.value)
-                confidence = weaker(confidence, item.confidence)
-            return Found(tuple(items) if isinstance(expr, cst.Tuple) else items, confidence, Origin(self.facts, expr))
-        value = value_of(expr, scope)
+    # -- results ------------------------------------------------------------------
+    def constant(self, value: Any, node: cst.CSTNode) -> Found:
+        return Found(value, "high", Origin(self.facts, node))
+
+    def plain(self, result: Found) -> Any:
+        return result.value
+
+    def computed(self, value: Any, operands: list[Found], node: cst.CSTNode) -> Found:
+        confidence = operands[0].confidence
+        for operand in operands[1:]:
+            confidence = weaker(confidence, operand.confidence)
+        detail = " ".join(o.detail for o in operands if o.detail)
+        return Found(value, confidence, _pick_origin(operands), detail)
+
+    def collected(self, value: Any, items: list[Found], node: cst.CSTNode) -> Found:
+        confidence = "high"
+        for item in items:
+            confidence = weaker(confidence, item.confidence)
+        return Found(value, confidence, Origin(self.facts, node))
+
+    def bound(self, result: Any, binding: Binding) -> Any:
+        if not isinstance(result, Found):
+            return result
+        value = unpack(result.value, binding)
         if isinstance(value, Unknown):
             return value
-        return Found(value, "high", Origin(self.facts, expr))
+        origin = result.origin
+        if origin is None or (origin.facts is self.facts and isinstance(origin.node, (cst.Integer, cst.Float))):
+            origin = Origin(self.facts, binding.node)
+        return Found(value, result.confidence, origin, result.detail or binding.name)
 
-    # -- names ------------------------------------------------------------
-    def name(self, expr: cst.Name, scope: Scope, depth: int):
-        word = expr.value
-        if word in ("True", "False", "None"):
-            return Found({"True": True, "False": False, "None": None}[word], "high", Origin(self.facts, expr))
-        return self.word(word, scope, depth)
-
-    def word(self, word: str, scope: Scope, depth: int = 0):
-        """The value of the name `word` as seen from `scope` (no node needed)."""
-        owner, bindings = lookup(word, scope)
-        if not bindings:
-            return Unknown(f"'{word}' is not assigned in this file")
+    # -- names --------------------------------------------------------------------
+    def project_name(self, word: str, scope: Scope, depth: int):
+        """A parameter (its default, as a low-confidence guess) or an imported project
+        module's value; None for the other names."""
+        _, bindings = lookup(word, scope)
         if len(bindings) == 1 and bindings[0].kind == "param":
             param = bindings[0].node
             if isinstance(param, cst.Param) and param.default is not None:
@@ -293,24 +258,26 @@ class Evaluator:
                 if isinstance(found, Found):
                     return found.capped("low", f"default of parameter {word}")
             return Unknown(f"'{word}' is a parameter")
-        if all(b.kind == "import" for b in bindings) and len({b.qualname for b in bindings}) == 1:
+        if bindings and all(b.kind == "import" for b in bindings) and len({b.qualname for b in bindings}) == 1:
             return self.imported(bindings[0].qualname or "", [], depth)
-        binding, reason = single_binding(word, scope)
-        if binding is None:
-            return Unknown(reason)
-        found = self.eval(binding.value, binding.scope, depth)
-        if not isinstance(found, Found):
-            return found
-        value = found.value
-        for i in binding.index:
-            if isinstance(value, (tuple, list)) and i < len(value):
-                value = value[i]
-            else:
-                return Unknown(f"'{word}' is unpacked from an unknown value")
-        origin = found.origin
-        if origin is None or (origin.facts is self.facts and isinstance(origin.node, (cst.Integer, cst.Float))):
-            origin = Origin(self.facts, binding.node)
-        return Found(value, found.confidence, origin, found.detail or word)
+        return None
+
+    def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
+        """An attribute path on a config object or a module; why a call or a subscript
+        has no value; None for the other expressions."""
+        if isinstance(expr, cst.Attribute):
+            root, names = _split_attribute(expr)
+            if isinstance(root, cst.Name):
+                return self.path(root.value, names, scope, depth)
+            return Unknown("attribute of an expression")
+        if isinstance(expr, cst.Call):
+            name = self.facts.canonical(expr.func, scope) or ""
+            if name in ("jax.device_count", "jax.local_device_count", "jax.process_count"):
+                return Unknown(f"{name}() is known only at run time")
+            return Unknown("value of a call")
+        if isinstance(expr, cst.Subscript):
+            return self.subscript(expr, scope, depth)
+        return None
 
     def imported(self, qualname: str, names: list[str], depth: int):
         found = self.project.module_of(qualname, self.facts) if self.project else None
@@ -320,17 +287,17 @@ class Evaluator:
         path = rest + names
         if not path:
             return Unknown("a module")
-        other = Evaluator(module, self.project)
+        other = ConfigEvaluator(module, self.project)
         if len(path) >= 2 and path[0] in config_of(module, self.project).classes:
             return other.class_field(config_of(module, self.project).classes[path[0]], path[1:], "medium", depth)
-        result = other.word(path[0], module.raw.module_scope, depth)
+        result = other.name(path[0], module.raw.module_scope, depth)
         if len(path) > 1 or not isinstance(result, Found):
             return Unknown(f"{'.'.join(path)} in {module.display_path}") if not isinstance(result, Found) else Unknown("attribute of a module value")
         return result
 
     # -- attribute paths on config objects ---------------------------------
     def path(self, root: str, names: list[str], scope: Scope, depth: int):
-        if depth > _MAX_DEPTH:
+        if depth > self.max_depth:
             return Unknown("expression too deep")
         if self.local_config is not None:
             found = self.local_config.lookup(root, names)
@@ -401,7 +368,7 @@ class Evaluator:
                         return Unknown("get_config of an unknown module")
                     module = found[0]
                 return self.ml_path(names, [module], explicit=True)
-        if isinstance(func, cst.Name) and depth < _MAX_DEPTH:
+        if isinstance(func, cst.Name) and depth < self.max_depth:
             # `args = parse_args()` where parse_args() returns parser.parse_args(): follow
             # a local helper's single returned value.
             _, fn_bindings = lookup(func.value, scope)
@@ -440,7 +407,7 @@ class Evaluator:
                 return self.ml_path(names, None, explicit=False)
             info, _ = self.class_of(annotation, binding.scope.parent or binding.scope)
             if info is not None:
-                return Evaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth)
+                return ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth)
         if _CONFIG_ROOT.search(root):
             return self.fallback(root, names)
         return Unknown(f"'{root}' is a parameter")
@@ -461,7 +428,7 @@ class Evaluator:
                         candidates.append(table[names[0]])
                 for info in mc.classes.values():
                     if info.kind in ("dataclass", "namedtuple") and names[0] in info.fields:
-                        result = Evaluator(mc.facts, self.project).class_field(info, names, "medium", 0)
+                        result = ConfigEvaluator(mc.facts, self.project).class_field(info, names, "medium", 0)
                         if isinstance(result, Found):
                             candidates.append(result)
         return _agree(candidates, f"{root}.{'.'.join(names)}")
@@ -612,7 +579,7 @@ class Evaluator:
         if field_name in order and order.index(field_name) < len(positional):
             found = self.eval(positional[order.index(field_name)].value, scope, depth)
             return found if len(names) == 1 else Unknown("nested override")
-        owner = Evaluator(_facts_of(info, self), self.project)
+        owner = ConfigEvaluator(_facts_of(info, self), self.project)
         return owner.class_field(info, names, "high", depth)
 
     def class_field(self, info: ClassInfo, names: list[str], cap: str, depth: int):
@@ -629,7 +596,7 @@ class Evaluator:
             elif factory is not None and len(names) > 1:
                 nested, _ = self.class_of(factory, info.scope.parent or info.scope)
                 if nested is not None:
-                    return Evaluator(_facts_of(nested, self), self.project).class_field(nested, names[1:], cap, depth + 1)
+                    return ConfigEvaluator(_facts_of(nested, self), self.project).class_field(nested, names[1:], cap, depth + 1)
                 return Unknown("default_factory")
             else:
                 return Unknown("default_factory")
@@ -637,44 +604,14 @@ class Evaluator:
             if isinstance(default, cst.Call):
                 nested, _ = self.class_of(default.func, info.scope.parent or info.scope)
                 if nested is not None:
-                    return Evaluator(_facts_of(nested, self), self.project).instance_path(nested, default, info.scope, names[1:], depth + 1)
+                    return ConfigEvaluator(_facts_of(nested, self), self.project).instance_path(nested, default, info.scope, names[1:], depth + 1)
             return Unknown("nested field")
         found = self.eval(default, info.scope, depth)
         if not isinstance(found, Found):
             return found
         return Found(found.value, weaker(found.confidence, cap), Origin(_facts_of(info, self), stmt), f"{info.name}.{names[0]} default")
 
-    # -- calls and subscripts -----------------------------------------------------
-    def call(self, expr: cst.Call, scope: Scope, depth: int):
-        func = expr.func
-        if isinstance(func, cst.Name) and func.value in _SAFE:
-            _, bindings = lookup(func.value, scope)
-            if bindings:
-                return Unknown(f"'{func.value}' is shadowed")
-            if not expr.args or any(a.keyword is not None or a.star for a in expr.args):
-                return Unknown("builtin call form")
-            values = []
-            for arg in expr.args:
-                found = self.eval(arg.value, scope, depth)
-                if not isinstance(found, Found):
-                    return found
-                if not _number(found.value):
-                    return Unknown("builtin on non-numbers")
-                values.append(found)
-            try:
-                result = _SAFE[func.value](*[v.value for v in values])
-            except (TypeError, ValueError, OverflowError):
-                return Unknown("builtin error")
-            confidence = "high"
-            for v in values:
-                confidence = weaker(confidence, v.confidence)
-            origin = next((v.origin for v in values if v.origin is not None and not isinstance(v.origin.node, (cst.Integer, cst.Float))), values[0].origin)
-            return Found(result, confidence, origin, " ".join(v.detail for v in values if v.detail))
-        name = self.facts.canonical(func, scope) or ""
-        if name in ("jax.device_count", "jax.local_device_count", "jax.process_count"):
-            return Unknown(f"{name}() is known only at run time")
-        return Unknown("value of a call")
-
+    # -- subscripts ---------------------------------------------------------------
     def subscript(self, expr: cst.Subscript, scope: Scope, depth: int):
         if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
             return Unknown("slice")
@@ -691,15 +628,16 @@ class Evaluator:
         return Found(value, weaker(base.confidence, key.confidence), base.origin, base.detail)
 
 
-def _facts_of(info: ClassInfo, evaluator: Evaluator):
+def _facts_of(info: ClassInfo, evaluator: ConfigEvaluator):
     return info.facts if info.facts is not None else evaluator.facts
 
 
-def _pick_origin(left: Found, right: Found) -> Optional[Origin]:
-    for found in (left, right):
+def _pick_origin(operands: list[Found]) -> Optional[Origin]:
+    """Where a computed value was written: the first operand not written as a bare number."""
+    for found in operands:
         if found.origin is not None and not isinstance(found.origin.node, (cst.Integer, cst.Float)):
             return found.origin
-    return left.origin or right.origin
+    return next((found.origin for found in operands if found.origin is not None), None)
 
 
 def _dig(value: Any, names: list[str], origin: Origin, confidence: str):
