@@ -66,22 +66,15 @@ def write(root: Path, files: dict[str, str]) -> None:
         target.write_text(textwrap.dedent(text), encoding="utf-8")
 
 
-def project_facts(tmp_path: Path, files: dict[str, str], main_file: str = "train.py") -> ModuleFacts:
+def project_facts(tmp_path: Path, files: dict[str, str], main_file: str = "train.py", project_files=None) -> ModuleFacts:
     write(tmp_path, files)
     path = tmp_path / main_file
     text = path.read_text()
-    return ModuleFacts(cst.parse_module(text), str(path), root=str(tmp_path), text=text)
+    return ModuleFacts(cst.parse_module(text), str(path), root=str(tmp_path), text=text, project_files=project_files)
 
 
 def value(facts: ModuleFacts, field: str):
     return facts.run_context.value(field)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    project_files.clear_cache()
-    yield
-    project_files.clear_cache()
 
 
 LINEN_HEAD = """
@@ -535,7 +528,8 @@ def test_only_files_inside_the_project_root_are_read(tmp_path):
     write(outside, {"consts.py": "NUM_STEPS = 10\n"})
     write(inside, {"train.py": STEP + "import consts\nfor i in range(consts.NUM_STEPS):\n    state = train_step(state, 1)\n"})
     text = (inside / "train.py").read_text()
-    f = ModuleFacts(cst.parse_module(text), str(inside / "train.py"), root=str(inside), text=text)
+    run = project_files.ProjectFiles()
+    f = ModuleFacts(cst.parse_module(text), str(inside / "train.py"), root=str(inside), text=text, project_files=run)
     import sys
 
     sys.path.insert(0, str(outside))  # even when importable, it is not a project file
@@ -543,7 +537,7 @@ def test_only_files_inside_the_project_root_are_read(tmp_path):
         assert f.run_context.get("steps") is None
     finally:
         sys.path.remove(str(outside))
-    assert project_files.STATS["reads"] == 0
+    assert run.reads == 0
 
 
 def test_size_and_count_limits(tmp_path, monkeypatch):
@@ -556,25 +550,41 @@ def test_size_and_count_limits(tmp_path, monkeypatch):
     monkeypatch.setattr(project_files, "MAX_FILE_BYTES", 256 * 1024)
     files = {f"m{i}.py": "class Thing:\n    pass\n" for i in range(40)}
     files["train.py"] = "import optax\n" + "".join(f"from m{i} import Thing as T{i}\nT{i}()\n" for i in range(40))
-    f = project_facts(tmp_path / "many", files)
+    run = project_files.ProjectFiles()
+    f = project_facts(tmp_path / "many", files, project_files=run)
     f.run_context.entry("arch")
-    assert project_files.STATS["reads"] <= project_files.MAX_FILES_PER_FILE
+    assert run.reads <= project_files.MAX_FILES_PER_FILE
 
 
-def test_reads_are_cached_per_run_and_cleared(tmp_path):
+def test_reads_are_cached_per_run_and_cleared(tmp_path, monkeypatch):
     files = {
         "settings.py": "NUM_STEPS = 77\n",
         "a.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 1)\n",
         "b.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 2)\n",
     }
     write(tmp_path, files)
+    run = project_files.ProjectFiles()  # what one run shares between its files
     for name in ("a.py", "b.py"):
         text = (tmp_path / name).read_text()
-        f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text)
+        f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text, project_files=run)
         assert value(f, "steps") == 77
-    assert project_files.STATS["reads"] == 1
-    api.clear_caches()
-    assert project_files.STATS["reads"] == 0 and not project_files._CACHE
+    assert run.reads == 1 and run.parses == 1
+    # The next run starts empty: nothing outlives the run that read it.
+    fresh = project_files.ProjectFiles()
+    text = (tmp_path / "a.py").read_text()
+    f = ModuleFacts(cst.parse_module(text), str(tmp_path / "a.py"), root=str(tmp_path), text=text, project_files=fresh)
+    assert value(f, "steps") == 77 and fresh.reads == 1
+    # api.run reads the project file once for two scripts whose rules need the steps.
+    script = (
+        "import optax\nimport settings\nschedule = optax.cosine_decay_schedule(1e-3, decay_steps=10)\n"
+        "tx = optax.adam(schedule)\nfor step in range(settings.NUM_STEPS):\n    updates, opt_state = tx.update(grads, opt_state)\n"
+    )
+    write(tmp_path, {"c.py": script, "d.py": script})
+    reads = []
+    real = project_files._read_text
+    monkeypatch.setattr(project_files, "_read_text", lambda path: reads.append(path) or real(path))
+    api.run([tmp_path / "c.py", tmp_path / "d.py"], load_settings(start=tmp_path), api.RunOptions(jobs=1))
+    assert [os.path.basename(p) for p in reads] == ["settings.py"]
 
 
 def _check_all(f: ModuleFacts, codes) -> None:
@@ -593,17 +603,20 @@ def test_context_is_lazy_on_the_lint_path(tmp_path):
     codes = {"OPX201", "OPX202", "OPX203", "OPX204", "OPX205", "OPX206"}
     write(tmp_path, {"settings.py": "NUM_STEPS = 1\nBATCH = 2\n"})
     model_only = LINEN_HEAD + "import settings\nclass M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(settings.BATCH)(x)\n"
-    f = ModuleFacts(cst.parse_module(model_only), str(tmp_path / "m.py"), root=str(tmp_path), text=model_only)
+    run = project_files.ProjectFiles()
+    f = ModuleFacts(cst.parse_module(model_only), str(tmp_path / "m.py"), root=str(tmp_path), text=model_only, project_files=run)
     _check_all(f, codes)
     assert "run_context" not in f.__dict__
     # Clipped at 1.0, decayed at 0.1, no large batch: only OPX204 asks (fine_tune, read in-file).
     clipped = "import optax\nimport settings\ntx = optax.chain(optax.clip_by_global_norm(1.0), optax.lamb(1e-3, weight_decay=0.1))\n"
-    f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped)
+    f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped, project_files=run)
     _check_all(f, codes)
     assert set(f.run_context.values) <= {"fine_tune"}
-    assert project_files.STATS["reads"] == 0
-    findings, internal = engine.run_rules(cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path))
-    assert findings == [] and internal == 0 and project_files.STATS["reads"] == 0
+    assert run.reads == 0
+    findings, internal = engine.run_rules(
+        cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path), project_files=run
+    )
+    assert findings == [] and internal == 0 and run.reads == 0
 
 
 def test_not_analysable_chains_are_listed():

@@ -68,10 +68,11 @@ def run_rules(
     show_traceback: bool = False,
     context: Optional[dict] = None,
     root: Optional[str] = None,
+    project_files=None,
 ) -> tuple[list[Finding], int]:
     catalogue = load_catalogue()
     try:
-        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
+        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text, project_files=project_files)
     except RecursionError:  # the walker recurses into nested scopes (lambdas, defs)
         return [meta_finding(INTERNAL_ERROR, path, "gave up: the file is too deeply nested to analyse")], 1
     except Exception as exc:  # the shared extraction failing must not stop the run
@@ -122,7 +123,10 @@ def lint_text(
     show_traceback: bool = False,
     context: Optional[dict] = None,
     root: Optional[str] = None,
+    project_files=None,
 ) -> LintRun:
+    """Findings for one source text. `project_files`: the run's ProjectFiles
+    (facts/project/files.py), which keeps the project files read across the run."""
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
@@ -139,7 +143,8 @@ def lint_text(
         error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
-        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root
+        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
+        project_files=project_files,
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)
@@ -191,6 +196,7 @@ def fix_text(
     root: Optional[str] = None,
     gate: Optional[Callable] = None,
     on_edits: Optional[Callable[[list[tuple[int, int, str]]], None]] = None,
+    project_files=None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
@@ -216,7 +222,8 @@ def fix_text(
 
     run = None
     for _ in range(MAX_FIX_ROUNDS):
-        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
+                        project_files=project_files)
         linted = current
         candidates = [
             f for f in run.findings
@@ -269,7 +276,8 @@ def fix_text(
     if run is not None and linted == current:  # nothing changed since the last lint: reuse it
         final = run
     else:
-        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
+                          project_files=project_files)
     return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused)
 
 

@@ -34,6 +34,7 @@ class ModuleFacts:
         declared_context: Optional[dict] = None,
         root: Optional[str] = None,
         text: Optional[str] = None,
+        project_files=None,
     ) -> None:
         self.module = module
         self.path = path
@@ -42,6 +43,9 @@ class ModuleFacts:
         self.declared_context = declared_context or {}
         self.root = root  # the project root (config directory), for cross-file reads
         self.text = text  # the source text, for comment pragmas
+        # The run's facts/project/files.ProjectFiles: project files read for the run
+        # context, kept across the run's files (None: this module's own).
+        self.project_files = project_files
         self.positions = None  # set by the engine: source positions, resolved only on demand
         self._memo: dict[str, object] = {}
         self.raw: RawFacts = collect(module)

@@ -4,14 +4,16 @@ import names, their texts and parsed facts (cached per run), within bounds.
 Cross-file reads are bounded: only modules the linted file imports (resolved to
 files inside the project root), `configs/*.py` beside it, and config modules those
 import, each at most MAX_FILE_BYTES, at most MAX_FILES_PER_FILE per linted file.
-Files are parsed with libcst (never imported or executed). Every look at the file
-system goes through core/readlog.py, which records it for the result cache.
+Files are parsed with libcst (never imported or executed) and kept for the run in
+its ProjectFiles. Every look at the file system goes through core/readlog.py, which
+records it for the result cache.
 """
 
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
 
 from optax_lint.core import readlog
@@ -20,9 +22,6 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_FILES_PER_FILE = 24
 MAX_CONFIGS_BESIDE = 16
 _CACHE_SIZE = 96
-_CACHE: "OrderedDict[tuple, object]" = OrderedDict()  # parsed modules
-_TEXTS: "OrderedDict[tuple, Optional[str]]" = OrderedDict()  # file texts
-STATS = {"reads": 0, "parses": 0}  # since the last clear_cache(): files read, files parsed (tests check bounds)
 
 # Top-level packages that are never project files: skip the file-system probes.
 _THIRD_PARTY = frozenset(
@@ -37,14 +36,64 @@ _THIRD_PARTY = frozenset(
 )
 
 
-def clear_cache() -> None:
-    _CACHE.clear()
-    _TEXTS.clear()
-    STATS["reads"] = 0
-    STATS["parses"] = 0
+class ProjectFiles:
+    """The project files one run reads (api.run, a worker process of its pool, the
+    language server, --show-context): their texts and parsed facts, so that a config
+    module imported by a hundred scripts is read and parsed once; and the ReadLog of
+    the file being linted, which records every look at the file system for the result
+    cache. A linted module handed none gets its own (facts/module.py)."""
+
+    def __init__(self) -> None:
+        self.texts: "OrderedDict[tuple, Optional[str]]" = OrderedDict()  # (path, mtime, size) -> text
+        self.modules: "OrderedDict[tuple, object]" = OrderedDict()  # (path, len, hash of text) -> facts
+        self.reads = 0  # files read, and parsed, so far (tests check the bounds)
+        self.parses = 0
+        self.log: Optional[readlog.ReadLog] = None
+
+    @contextmanager
+    def recording(self) -> Iterator[readlog.ReadLog]:
+        """Record the looks of the lint run inside the `with` block."""
+        self.log = readlog.ReadLog()
+        try:
+            yield self.log
+        finally:
+            self.log = None
+
+    def text(self, path: str, stat: os.stat_result, loaded: list[str]) -> Optional[str]:
+        """The file's text: kept from earlier in the run, else read unless the linted
+        file has used up its reads (`loaded`, the files it has read)."""
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key in self.texts:
+            self.texts.move_to_end(key)
+            readlog.note_text(path, stat, self.texts[key], self.log)
+            return self.texts[key]
+        if path not in loaded and len(loaded) >= MAX_FILES_PER_FILE:
+            return None
+        if path not in loaded:
+            loaded.append(path)
+        self.reads += 1
+        text = _read_text(path)
+        readlog.note_text(path, stat, text, self.log)
+        self.texts[key] = text
+        while len(self.texts) > _CACHE_SIZE * 2:
+            self.texts.popitem(last=False)
+        return text
+
+    def parsed(self, path: str, text: str, project: "Project"):
+        """The facts of a project file, parsed once per run (None: it cannot be parsed)."""
+        key = (path, len(text), hash(text))
+        if key in self.modules:
+            self.modules.move_to_end(key)
+            return self.modules[key]
+        self.parses += 1
+        facts = _parse_module(path, text, project)
+        self.modules[key] = facts
+        while len(self.modules) > _CACHE_SIZE:
+            self.modules.popitem(last=False)
+        return facts
 
 
-def module_file(facts) -> Optional[str]:
+def module_file(facts, files: ProjectFiles) -> Optional[str]:
     path = getattr(facts, "abspath", None)
     if path:
         return path
@@ -52,7 +101,7 @@ def module_file(facts) -> Optional[str]:
     if not candidate or candidate.startswith("<"):
         return None
     absolute = os.path.abspath(candidate)
-    return absolute if readlog.isfile(absolute) else None
+    return absolute if readlog.isfile(absolute, files.log) else None
 
 
 def _display(path: str) -> str:
@@ -78,7 +127,8 @@ class Project:
 
         self.facts = facts
         self.api = getattr(facts, "api", None) or load_api()
-        self.file = module_file(facts)
+        self.files: ProjectFiles = getattr(facts, "project_files", None) or ProjectFiles()
+        self.file = module_file(facts, self.files)
         self.dir = os.path.dirname(self.file) if self.file else None
         root = os.path.abspath(facts.root) if getattr(facts, "root", None) else None
         if self.file and root and _under(self.file, root):
@@ -121,11 +171,11 @@ class Project:
             for k in range(len(parts), 0, -1):
                 stem = os.path.join(base, *parts[:k])
                 for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                    if readlog.isfile(candidate) and candidate != self.file:
+                    if readlog.isfile(candidate, self.files.log) and candidate != self.file:
                         return candidate, parts[k:]
             if dots and not parts:
                 init = os.path.join(base, "__init__.py")
-                if readlog.isfile(init):
+                if readlog.isfile(init, self.files.log):
                     return init, []
         return None
 
@@ -137,26 +187,12 @@ class Project:
         try:
             stat = os.stat(path)
         except OSError:
-            readlog.note_text(path, None, None)
+            readlog.note_text(path, None, None, self.files.log)
             return None
         if stat.st_size > MAX_FILE_BYTES:
-            readlog.note_text(path, stat, None)
+            readlog.note_text(path, stat, None, self.files.log)
             return None
-        key = (path, stat.st_mtime_ns, stat.st_size)
-        if key in _TEXTS:
-            _TEXTS.move_to_end(key)
-            readlog.note_text(path, stat, _TEXTS[key])
-            return _TEXTS[key]
-        if path not in self.loaded and len(self.loaded) >= MAX_FILES_PER_FILE:
-            return None
-        if path not in self.loaded:
-            self.loaded.append(path)
-        text = _read_text(path)
-        readlog.note_text(path, stat, text)
-        _TEXTS[key] = text
-        while len(_TEXTS) > _CACHE_SIZE * 2:
-            _TEXTS.popitem(last=False)
-        return text
+        return self.files.text(path, stat, self.loaded)
 
     def load(self, path: str, need: Iterable[str] = ()):
         """ModuleFacts of a project file (parsed once per run), or None when it may not be
@@ -166,19 +202,10 @@ class Project:
             return None
         if need and not any(word in text for word in need):
             return None
-        path = os.path.abspath(path)
-        key = (path, len(text), hash(text))
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-        facts = _parse_module(path, text, self)
-        _CACHE[key] = facts
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-        return facts
+        return self.files.parsed(os.path.abspath(path), text, self)
 
     def module_of(self, qualname: str, facts, need: Iterable[str] = ()) -> Optional[tuple[object, list[str]]]:
-        here = module_file(facts)
+        here = module_file(facts, self.files)
         resolved = self.resolve(qualname, os.path.dirname(here) if here else self.dir)
         if resolved is None:
             return None
@@ -213,9 +240,9 @@ class Project:
             candidates: list[str] = []
             if self.dir is not None:
                 folder = os.path.join(self.dir, "configs")
-                if readlog.isdir(folder):
+                if readlog.isdir(folder, self.files.log):
                     try:
-                        names = sorted(n for n in readlog.listdir(folder) if n.endswith(".py") and not n.startswith("__"))
+                        names = sorted(n for n in readlog.listdir(folder, self.files.log) if n.endswith(".py") and not n.startswith("__"))
                     except OSError:
                         names = []
                     candidates += [os.path.join(folder, n) for n in names[:MAX_CONFIGS_BESIDE]]
@@ -250,7 +277,7 @@ class Project:
             if base is None:
                 continue
             candidate = os.path.abspath(os.path.join(base, relative.split(":", 1)[0]))
-            if readlog.isfile(candidate):
+            if readlog.isfile(candidate, self.files.log):
                 return self.load(candidate)
         return None
 
@@ -258,7 +285,6 @@ class Project:
 def _read_text(path: str) -> Optional[str]:
     from optax_lint.core.source import read_source
 
-    STATS["reads"] += 1
     try:
         # read_source: regular files only, opened non-blocking (a FIFO or a symlink to
         # /dev/stdin must not hang the run), bounded, decoded as Python would.
@@ -273,14 +299,13 @@ def _parse_module(path: str, text: str, project: "Project"):
 
     from optax_lint.syntax.parsing import cpython_check
 
-    STATS["parses"] += 1
     try:
         if cpython_check(text, path)[1]:  # nested beyond CPython's limits: slow for libcst
             return None
         module = cst.parse_module(text)
     except Exception:  # unparsable: that module tells us nothing
         return None
-    facts = type(project.facts)(module, _display(path), project.api, root=project.root, text=text)
+    facts = type(project.facts)(module, _display(path), project.api, root=project.root, text=text, project_files=project.files)
     facts.abspath = path
     return facts
 
