@@ -34,7 +34,7 @@ def _row(field: str, value: str, source: str, confidence: str, detail: str) -> s
 
 
 def render_context(path: str, context: RunContext, facts, codes: set[str], catalogue: dict) -> str:
-    from optax_lint.facts.context.infer import not_analysable
+    from optax_lint.facts.context.multisteps import not_analysable
     from optax_lint.facts.project.found import line_of
 
     lines = [path]

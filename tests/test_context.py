@@ -620,7 +620,7 @@ def test_context_is_lazy_on_the_lint_path(tmp_path):
 
 
 def test_not_analysable_chains_are_listed():
-    from optax_lint.facts.context.infer import not_analysable
+    from optax_lint.facts.context.multisteps import not_analysable
 
     f = facts_of("import optax\nimport operator\ntx = getattr(optax, config.optimizer)(1e-3)\nt2 = operator.attrgetter(name)(optax)(1e-3)\nok = getattr(optax, 'adam')(1e-3)\n")
     texts = [text for _, text in not_analysable(f)]

@@ -39,7 +39,6 @@ ALLOWED: set[str] = {
     'circle: optax_lint.notebook <-> optax_lint.notebook.lint <-> optax_lint.run.api',
     'circle: optax_lint.verify.masks <-> optax_lint.verify.report',
     'long: optax_lint.facts.checkpoints.sites',
-    'long: optax_lint.facts.context.infer',
     'long: optax_lint.facts.parallel.steps',
     'long: optax_lint.facts.state.access',
     'long: optax_lint.rules.schedules',

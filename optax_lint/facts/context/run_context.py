@@ -16,7 +16,7 @@ Each value has a source, highest precedence first:
    tables whose `path` glob selects files);
 4. `inferred`: read from the file and, only when a rule needs a field the file does
    not settle, from the project modules it imports and `configs/*.py` beside it
-   (see context_infer.py and project_config.py; nothing is imported or executed).
+   (see infer.py and facts/project/; nothing is imported or executed).
 
 Inference is lazy and per field: a file whose rules never ask pays nothing.
 `get()` returns only values a rule may act on: declared, or inferred with high or
