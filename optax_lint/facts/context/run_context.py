@@ -212,9 +212,6 @@ class RunContext:
     def known(self, name: str) -> bool:
         return self.get(name) is not None
 
-    def resolve_all(self) -> dict[str, Optional[ContextValue]]:
-        return {name: self.entry(name) for name in FIELDS}
-
     def note(self, name: str) -> str:
         """Why a field is unknown (or only guessed), for --show-context."""
         note = self.notes.get(name, "")
