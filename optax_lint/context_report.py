@@ -34,8 +34,8 @@ def _row(field: str, value: str, source: str, confidence: str, detail: str) -> s
 
 
 def render_context(path: str, context: RunContext, facts, codes: set[str], catalogue: dict) -> str:
-    from optax_lint.facts.context.infer import not_analysable
-    from optax_lint.facts.project.config import line_of
+    from optax_lint.facts.context.multisteps import not_analysable
+    from optax_lint.facts.project.found import line_of
 
     lines = [path]
     for field in FIELDS:
@@ -83,9 +83,11 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
     from optax_lint.core.source import SourceError, read_source
     from optax_lint.facts.context.run_context import declared_for
     from optax_lint.facts.module import ModuleFacts
+    from optax_lint.facts.project.files import ProjectFiles
     from optax_lint.run.api import display_path
 
     catalogue = load_catalogue()
+    files = ProjectFiles()  # a config module several files read is parsed once
     out = []
     for path in paths:
         shown = display_path(path)
@@ -110,7 +112,7 @@ def show_context(paths: list[Path], settings, cli_values: Optional[dict], max_by
             out.append(f"{shown}\n  cannot parse: {message}\n")
             continue
         declared = declared_for(path, settings, cli_values)
-        facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=text)
+        facts = ModuleFacts(module, shown, declared_context=declared, root=str(settings.root), text=text, project_files=files)
         report = render_context(shown, facts.run_context, facts, settings.codes_for_path(path), catalogue)
         if notebook:
             report = cell_locations(source.text, shown, report)

@@ -69,8 +69,13 @@ class DocumentLinter:
     apply to its path."""
 
     def __init__(self, docs_url: str = DOCS_URL) -> None:
+        from optax_lint.facts.project.files import ProjectFiles
+
         self.docs_url = docs_url
         self.config_error: Optional[str] = None
+        # Project files (config modules) read for run contexts, kept while the server
+        # runs: texts are keyed by mtime and size, so an edited file is read again.
+        self.project_files = ProjectFiles()
 
     def _settings(self, path: Path):
         from optax_lint.core.config import (
@@ -97,7 +102,9 @@ class DocumentLinter:
 
         path = Path(uris.to_fs_path(uri) or default_name)
         settings = self._settings(path)
-        common = dict(context=declared_context(path, settings, RunOptions()), root=str(settings.root))
+        common = dict(
+            context=declared_context(path, settings, RunOptions()), root=str(settings.root), project_files=self.project_files
+        )
         patterns = [*(settings.exclude or []), *settings.extend_exclude]  # what the user excluded, as --force-exclude
         codes = set() if patterns and is_excluded(path, root=settings.root, patterns=patterns) else settings.codes_for_path(path)
         return path.name, codes, settings.rule_options, common

@@ -30,7 +30,8 @@ from optax_lint.facts.context.run_context import (
     parse_value,
 )
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.project import config as project_config
+from optax_lint.facts.project import evaluate as project_evaluate
+from optax_lint.facts.project import files as project_files
 from optax_lint.run import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,22 +66,15 @@ def write(root: Path, files: dict[str, str]) -> None:
         target.write_text(textwrap.dedent(text), encoding="utf-8")
 
 
-def project_facts(tmp_path: Path, files: dict[str, str], main_file: str = "train.py") -> ModuleFacts:
+def project_facts(tmp_path: Path, files: dict[str, str], main_file: str = "train.py", project_files=None) -> ModuleFacts:
     write(tmp_path, files)
     path = tmp_path / main_file
     text = path.read_text()
-    return ModuleFacts(cst.parse_module(text), str(path), root=str(tmp_path), text=text)
+    return ModuleFacts(cst.parse_module(text), str(path), root=str(tmp_path), text=text, project_files=project_files)
 
 
 def value(facts: ModuleFacts, field: str):
     return facts.run_context.value(field)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    project_config.clear_cache()
-    yield
-    project_config.clear_cache()
 
 
 LINEN_HEAD = """
@@ -468,7 +462,7 @@ def test_dataclass_defaults_overrides_and_annotations():
     assert steps.value == 500 and steps.confidence == "medium"  # a parameter: callers may pass another Cfg
     src2 = src.replace("def run(cfg: Cfg):", "cfg = Cfg(num_steps=900)\nif True:")
     assert value(facts_of(src2), "steps") == 900
-    ev = project_config.Evaluator(facts_of(src))
+    ev = project_evaluate.ConfigEvaluator(facts_of(src))
     scope = next(s for s in ev.facts.raw.scopes if s.name == "run")
     found = ev.eval(cst.parse_expression("cfg.opt.total_steps"), scope)
     assert found.value == 100
@@ -506,8 +500,8 @@ def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
     steps = f.run_context.get("steps")
     assert steps.value == 100_000 and steps.confidence == "medium"
     assert steps.location == "configs/default.py:5"  # relative to the project root, never absolute
-    ev = project_config.Evaluator(f)
-    module = project_config.config_of(f.memo("context_project", project_config.Project).load(str(tmp_path / "configs" / "big.py")), project_config.project_of(f))
+    ev = project_evaluate.ConfigEvaluator(f)
+    module = project_evaluate.config_of(f.memo("context_project", project_files.Project).load(str(tmp_path / "configs" / "big.py")), project_files.project_of(f))
     assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed
     assert module.ml[("model", "num_layers")].value == 2
     assert ev.eval(cst.parse_expression("config.warmup_steps"), f.raw.module_scope)  # resolved via the explicit link
@@ -545,7 +539,8 @@ def test_only_files_inside_the_project_root_are_read(tmp_path):
     write(outside, {"consts.py": "NUM_STEPS = 10\n"})
     write(inside, {"train.py": STEP + "import consts\nfor i in range(consts.NUM_STEPS):\n    state = train_step(state, 1)\n"})
     text = (inside / "train.py").read_text()
-    f = ModuleFacts(cst.parse_module(text), str(inside / "train.py"), root=str(inside), text=text)
+    run = project_files.ProjectFiles()
+    f = ModuleFacts(cst.parse_module(text), str(inside / "train.py"), root=str(inside), text=text, project_files=run)
     import sys
 
     sys.path.insert(0, str(outside))  # even when importable, it is not a project file
@@ -553,38 +548,54 @@ def test_only_files_inside_the_project_root_are_read(tmp_path):
         assert f.run_context.get("steps") is None
     finally:
         sys.path.remove(str(outside))
-    assert project_config.STATS["reads"] == 0
+    assert run.reads == 0
 
 
 def test_size_and_count_limits(tmp_path, monkeypatch):
-    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 200)
+    monkeypatch.setattr(project_files, "MAX_FILE_BYTES", 200)
     f = project_facts(tmp_path, {
         "big.py": "NUM_STEPS = 10\n" + "# padding\n" * 100,
         "train.py": STEP + "import big\nfor i in range(big.NUM_STEPS):\n    state = train_step(state, 1)\n",
     })
     assert f.run_context.get("steps") is None
-    monkeypatch.setattr(project_config, "MAX_FILE_BYTES", 256 * 1024)
+    monkeypatch.setattr(project_files, "MAX_FILE_BYTES", 256 * 1024)
     files = {f"m{i}.py": "class Thing:\n    pass\n" for i in range(40)}
     files["train.py"] = "import optax\n" + "".join(f"from m{i} import Thing as T{i}\nT{i}()\n" for i in range(40))
-    f = project_facts(tmp_path / "many", files)
+    run = project_files.ProjectFiles()
+    f = project_facts(tmp_path / "many", files, project_files=run)
     f.run_context.entry("arch")
-    assert project_config.STATS["reads"] <= project_config.MAX_FILES_PER_FILE
+    assert run.reads <= project_files.MAX_FILES_PER_FILE
 
 
-def test_reads_are_cached_per_run_and_cleared(tmp_path):
+def test_reads_are_cached_per_run_and_cleared(tmp_path, monkeypatch):
     files = {
         "settings.py": "NUM_STEPS = 77\n",
         "a.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 1)\n",
         "b.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 2)\n",
     }
     write(tmp_path, files)
+    run = project_files.ProjectFiles()  # what one run shares between its files
     for name in ("a.py", "b.py"):
         text = (tmp_path / name).read_text()
-        f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text)
+        f = ModuleFacts(cst.parse_module(text), str(tmp_path / name), root=str(tmp_path), text=text, project_files=run)
         assert value(f, "steps") == 77
-    assert project_config.STATS["reads"] == 1
-    api.clear_caches()
-    assert project_config.STATS["reads"] == 0 and not project_config._CACHE
+    assert run.reads == 1 and run.parses == 1
+    # The next run starts empty: nothing outlives the run that read it.
+    fresh = project_files.ProjectFiles()
+    text = (tmp_path / "a.py").read_text()
+    f = ModuleFacts(cst.parse_module(text), str(tmp_path / "a.py"), root=str(tmp_path), text=text, project_files=fresh)
+    assert value(f, "steps") == 77 and fresh.reads == 1
+    # api.run reads the project file once for two scripts whose rules need the steps.
+    script = (
+        "import optax\nimport settings\nschedule = optax.cosine_decay_schedule(1e-3, decay_steps=10)\n"
+        "tx = optax.adam(schedule)\nfor step in range(settings.NUM_STEPS):\n    updates, opt_state = tx.update(grads, opt_state)\n"
+    )
+    write(tmp_path, {"c.py": script, "d.py": script})
+    reads = []
+    real = project_files._read_text
+    monkeypatch.setattr(project_files, "_read_text", lambda path: reads.append(path) or real(path))
+    api.run([tmp_path / "c.py", tmp_path / "d.py"], load_settings(start=tmp_path), api.RunOptions(jobs=1))
+    assert [os.path.basename(p) for p in reads] == ["settings.py"]
 
 
 def _check_all(f: ModuleFacts, codes) -> None:
@@ -603,21 +614,24 @@ def test_context_is_lazy_on_the_lint_path(tmp_path):
     codes = {"OPX201", "OPX202", "OPX203", "OPX204", "OPX205", "OPX206"}
     write(tmp_path, {"settings.py": "NUM_STEPS = 1\nBATCH = 2\n"})
     model_only = LINEN_HEAD + "import settings\nclass M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(settings.BATCH)(x)\n"
-    f = ModuleFacts(cst.parse_module(model_only), str(tmp_path / "m.py"), root=str(tmp_path), text=model_only)
+    run = project_files.ProjectFiles()
+    f = ModuleFacts(cst.parse_module(model_only), str(tmp_path / "m.py"), root=str(tmp_path), text=model_only, project_files=run)
     _check_all(f, codes)
     assert "run_context" not in f.__dict__
     # Clipped at 1.0, decayed at 0.1, no large batch: only OPX204 asks (fine_tune, read in-file).
     clipped = "import optax\nimport settings\ntx = optax.chain(optax.clip_by_global_norm(1.0), optax.lamb(1e-3, weight_decay=0.1))\n"
-    f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped)
+    f = ModuleFacts(cst.parse_module(clipped), str(tmp_path / "t.py"), root=str(tmp_path), text=clipped, project_files=run)
     _check_all(f, codes)
     assert set(f.run_context.values) <= {"fine_tune"}
-    assert project_config.STATS["reads"] == 0
-    findings, internal = engine.run_rules(cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path))
-    assert findings == [] and internal == 0 and project_config.STATS["reads"] == 0
+    assert run.reads == 0
+    findings, internal = engine.run_rules(
+        cst.parse_module(clipped), clipped, str(tmp_path / "t.py"), codes, {}, root=str(tmp_path), project_files=run
+    )
+    assert findings == [] and internal == 0 and run.reads == 0
 
 
 def test_not_analysable_chains_are_listed():
-    from optax_lint.facts.context.infer import not_analysable
+    from optax_lint.facts.context.multisteps import not_analysable
 
     f = facts_of("import optax\nimport operator\ntx = getattr(optax, config.optimizer)(1e-3)\nt2 = operator.attrgetter(name)(optax)(1e-3)\nok = getattr(optax, 'adam')(1e-3)\n")
     texts = [text for _, text in not_analysable(f)]

@@ -33,11 +33,7 @@ LAYERS = [
 
 # Today's violations, each to be removed as it is mended; an entry that no longer
 # applies fails the test too, so the list can only shrink.
-ALLOWED: set[str] = {
-    'circle: optax_lint.facts.context.infer <-> optax_lint.facts.context.run_context <-> optax_lint.facts.masks.model_sources <-> optax_lint.facts.module <-> optax_lint.facts.project.config',
-    'long: optax_lint.facts.context.infer',
-    'long: optax_lint.facts.project.config',
-}
+ALLOWED: set[str] = set()
 
 
 def module_name(path: Path) -> str:

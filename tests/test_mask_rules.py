@@ -111,9 +111,6 @@ def test_model_in_an_imported_project_module_counts_for_scanned_layers(tmp_path:
     (tmp_path / "train.py").write_text(textwrap.dedent(train))  # project reads start from a file on disk
     assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == [(5, "OPX110")]
     (tmp_path / "models.py").write_text("import flax.linen as nn\n")
-    from optax_lint.facts.project.config import clear_cache
-
-    clear_cache()
     assert _codes(train, {"OPX110"}, str(tmp_path / "train.py"), root=str(tmp_path)) == []
 
 

@@ -3,8 +3,10 @@
 A script's findings can depend on other project files (a config module it imports,
 `configs/*.py` beside it): their text, whether a candidate path exists, what a folder
 holds. Every such look goes through the functions here, which record it in the
-active `ReadLog`; the cache stores the log with the findings and replays it to decide
-whether the findings still hold. With no log active (no cache) they only do the look.
+`ReadLog` they are given: the one of the file being linted, held by the run's
+ProjectFiles (facts/project/files.py). The cache stores the log with the findings
+and replays it to decide whether the findings still hold. With no log (no cache)
+they only do the look.
 """
 
 from __future__ import annotations
@@ -31,38 +33,22 @@ class ReadLog:
         return {"files": self.files, "probes": self.probes, "dirs": self.dirs}
 
 
-_ACTIVE: list[Optional[ReadLog]] = [None]
-
-
-def start() -> ReadLog:
-    log = ReadLog()
-    _ACTIVE[0] = log
-    return log
-
-
-def stop() -> None:
-    _ACTIVE[0] = None
-
-
-def isfile(path: str) -> bool:
+def isfile(path: str, log: Optional[ReadLog]) -> bool:
     found = os.path.isfile(path)
-    log = _ACTIVE[0]
     if log is not None:
         log.probes[path] = found
     return found
 
 
-def isdir(path: str) -> bool:
+def isdir(path: str, log: Optional[ReadLog]) -> bool:
     found = os.path.isdir(path)
-    log = _ACTIVE[0]
     if log is not None:
         log.probes[path + os.sep] = found  # the trailing separator marks a folder probe
     return found
 
 
-def listdir(path: str) -> list[str]:
+def listdir(path: str, log: Optional[ReadLog]) -> list[str]:
     """The folder's entries (raises OSError like os.listdir); recorded sorted."""
-    log = _ACTIVE[0]
     try:
         names = os.listdir(path)
     except OSError:
@@ -74,9 +60,8 @@ def listdir(path: str) -> list[str]:
     return names
 
 
-def note_text(path: str, stat: Optional[os.stat_result], text: Optional[str]) -> None:
+def note_text(path: str, stat: Optional[os.stat_result], text: Optional[str], log: Optional[ReadLog]) -> None:
     """A project file's text was used (None: it could not be read)."""
-    log = _ACTIVE[0]
     if log is None:
         return
     if stat is None or text is None:

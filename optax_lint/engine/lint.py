@@ -19,8 +19,9 @@ from optax_lint.facts.module import ModuleFacts
 from optax_lint.rules import registry
 from optax_lint.rules.base import Context
 from optax_lint.syntax.parsing import (
+    CpythonParse,
     better_syntax_error,
-    cpython_check,
+    cpython_parse,
     parse,
     quick_syntax_check,
 )
@@ -68,15 +69,18 @@ def run_rules(
     show_traceback: bool = False,
     context: Optional[dict] = None,
     root: Optional[str] = None,
+    project_files=None,
+    tree=None,
 ) -> tuple[list[Finding], int]:
+    """`tree`: CPython's parse of `text`, when the caller has it (source positions)."""
     catalogue = load_catalogue()
     try:
-        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text)
+        facts = ModuleFacts(module, path, declared_context=context, root=root, text=text, project_files=project_files)
     except RecursionError:  # the walker recurses into nested scopes (lambdas, defs)
         return [meta_finding(INTERNAL_ERROR, path, "gave up: the file is too deeply nested to analyse")], 1
     except Exception as exc:  # the shared extraction failing must not stop the run
         return [meta_finding(INTERNAL_ERROR, path, _internal_message("while extracting facts", exc, show_traceback))], 1
-    positions = Positions(module, text)
+    positions = Positions(module, text, tree)
     facts.positions = positions  # shared with the run context's locations (still lazy)
     findings: list[Finding] = []
     internal = 0
@@ -122,24 +126,31 @@ def lint_text(
     show_traceback: bool = False,
     context: Optional[dict] = None,
     root: Optional[str] = None,
+    project_files=None,
+    cpython: Optional[CpythonParse] = None,
 ) -> LintRun:
+    """Findings for one source text. `project_files`: the run's ProjectFiles
+    (facts/project/files.py), which keeps the project files read across the run;
+    `cpython`: cpython_parse(text, path), when the caller has it."""
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
     rule_codes = prefilter.active_codes(text, codes)
     if not rule_codes:
-        error = quick_syntax_check(text, path)
+        error = quick_syntax_check(text, path, cpython)
         findings = [error] if error is not None and SYNTAX_ERROR in codes else []
         if UNUSED_NOQA in codes and error is None:
             findings += _unused_noqa(suppressions.parse(text), [], path)
         return LintRun(findings, None)
-    cpython_error, final = cpython_check(text, path)
+    # The syntax check's tree also gives the source positions (one CPython parse).
+    tree, cpython_error, final = cpython or cpython_parse(text, path)
     module, error = (None, cpython_error) if final else parse(text, path)
     if module is None:
         error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
-        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root
+        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
+        project_files=project_files, tree=tree,
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)
@@ -191,6 +202,7 @@ def fix_text(
     root: Optional[str] = None,
     gate: Optional[Callable] = None,
     on_edits: Optional[Callable[[list[tuple[int, int, str]]], None]] = None,
+    project_files=None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
@@ -208,8 +220,17 @@ def fix_text(
     dropped: list[Finding] = []
     dropped_keys: set[tuple] = set()
     current = text
+    last: Optional[tuple[str, CpythonParse]] = None
+
+    def check(candidate: str) -> CpythonParse:
+        """CPython's parse of a text; the last one is kept for the lint that follows it."""
+        nonlocal last
+        if last is None or last[0] is not candidate:
+            last = (candidate, cpython_parse(candidate, path))
+        return last[1]
+
     # A fix must also satisfy CPython's parser when the original did (libcst is laxer).
-    cpython_ok = cpython_check(text, path)[0] is None
+    cpython_ok = check(text)[1] is None
 
     def drop(finding: Finding) -> None:
         dropped_keys.add((finding.code, finding.message, finding.span.line))
@@ -217,7 +238,8 @@ def fix_text(
 
     run = None
     for _ in range(MAX_FIX_ROUNDS):
-        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
+                        project_files=project_files, cpython=check(current))
         linted = current
         candidates = [
             f for f in run.findings
@@ -239,7 +261,7 @@ def fix_text(
                 continue
             try:
                 cst.parse_module(new_code)
-                if cpython_ok and cpython_check(new_code, path)[0] is not None:
+                if cpython_ok and check(new_code)[1] is not None:
                     raise SyntaxError("the fixed code does not parse with CPython")
             except Exception:
                 drop(finding)
@@ -260,7 +282,7 @@ def fix_text(
         if len(chosen) > 1:
             try:
                 cst.parse_module(combined)
-                if cpython_ok and cpython_check(combined, path)[0] is not None:
+                if cpython_ok and check(combined)[1] is not None:
                     raise SyntaxError
             except Exception:
                 chosen = chosen[:1]  # edits that clash together go one per round
@@ -273,7 +295,8 @@ def fix_text(
     if run is not None and linted == current:  # nothing changed since the last lint: reuse it
         final = run
     else:
-        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root)
+        final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
+                          project_files=project_files, cpython=check(current))
     return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused, fixed)
 
 

@@ -43,6 +43,7 @@ class ModuleFacts:
         declared_context: Optional[dict] = None,
         root: Optional[str] = None,
         text: Optional[str] = None,
+        project_files=None,
     ) -> None:
         self.module = module
         self.path = path
@@ -51,6 +52,9 @@ class ModuleFacts:
         self.declared_context = declared_context or {}
         self.root = root  # the project root (config directory), for cross-file reads
         self.text = text  # the source text, for comment pragmas
+        # The run's facts/project/files.ProjectFiles: project files read for the run
+        # context, kept across the run's files (None: this module's own).
+        self.project_files = project_files
         self.positions = None  # set by the engine: source positions, resolved only on demand
         self._memo: dict[str, object] = {}
         self.raw: RawFacts = collect(module)
@@ -156,9 +160,10 @@ class ModuleFacts:
     @functools.cached_property
     def run_context(self):
         """What is being trained (arch, steps, batch, ...), with provenance."""
+        from optax_lint.facts.context.infer import Inference
         from optax_lint.facts.context.run_context import build_run_context
 
-        return build_run_context(self)
+        return build_run_context(self, Inference(self).infer)
 
     # -- names ------------------------------------------------------------
     def canonical(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from optax_lint.core import readlog
 from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
 from optax_lint.core.meta import IO_ERROR, meta_finding
@@ -59,17 +58,18 @@ def lint_file(
     options: RunOptions,
     source: Optional[SourceFile] = None,
     read: Optional[Callable[[Path], SourceFile]] = None,
+    project_files=None,
 ) -> tuple[FileResult, Optional[str], int]:
     """(result, text for code frames, internal error count) for one file. `source`: the
     file already read by the caller (the cache's check); `read` replaces reading it
-    from disk (stdin)."""
+    from disk (stdin); `project_files`: the run's ProjectFiles (facts/project/files.py)."""
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
     if path.suffix.lower() == ".ipynb":
         from optax_lint.run.notebook_file import lint_notebook_file
 
-        return lint_notebook_file(path, shown, codes, settings, options, read=read)
+        return lint_notebook_file(path, shown, codes, settings, options, read=read, project_files=project_files)
     try:
         if source is None:
             source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
@@ -84,7 +84,8 @@ def lint_file(
     root = str(settings.root)
     if not (options.fix or options.diff):
         run = engine.lint_text(
-            source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root
+            source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root,
+            project_files=project_files,
         )
         if options.with_edits:
             engine.attach_edits(source.text, run)
@@ -97,7 +98,7 @@ def lint_file(
     fixed = engine.fix_text(
         source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback,
         context=declared, root=root,
-        gate=verify_gate(options, shown),
+        gate=verify_gate(options, shown), project_files=project_files,
     )
     result.findings = fixed_findings(fixed, shown)
     text = source.text
@@ -120,37 +121,48 @@ def lint_file(
                 result.applied_fixes = fixed.fixed
             except SourceError as exc:
                 result.fixed = 0
-                result.findings = engine.lint_text(source.text, shown, codes, options_by_code, context=declared, root=root).findings
+                result.findings = engine.lint_text(
+                    source.text, shown, codes, options_by_code, context=declared, root=root, project_files=project_files
+                ).findings
                 result.findings.append(meta_finding(IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)
 
 
-def _lint_recorded(path: Path, settings: Settings, options: RunOptions):
+def _lint_recorded(path: Path, settings: Settings, options: RunOptions, files):
     """lint_file, plus what the cache needs to store the result: the stat and digest of
-    the text that was linted, and what else the lint read (readlog.py). The record is
-    None when the result must not be cached: a fix was applied (or diffed), a read or
-    internal error, --verify evidence."""
+    the text that was linted, and what else the lint read (core/readlog.py, recorded by
+    the run's ProjectFiles `files`). The record is None when the result must not be
+    cached: a fix was applied (or diffed), a read or internal error, --verify evidence."""
     if options.cache_dir is None or path.suffix.lower() == ".ipynb":
-        return (*lint_file(path, settings, options), None)
+        return (*lint_file(path, settings, options, project_files=files), None)
     try:
         st = os.stat(path)
         checked = time.time_ns()
         source = read_source(path, max_bytes=options.max_file_bytes)
     except (OSError, SourceError):
-        return (*lint_file(path, settings, options), None)
-    log = readlog.start()
-    try:
-        result, text, internal = lint_file(path, settings, options, source)
-    finally:
-        readlog.stop()
+        return (*lint_file(path, settings, options, project_files=files), None)
+    with files.recording() as log:
+        result, text, internal = lint_file(path, settings, options, source, project_files=files)
     if internal or result.error or result.fixed or result.diff or result.verification:
         return result, text, internal, None
     return result, text, internal, (st, source.digest, checked, log)
 
 
+# A worker process of the pool keeps the project files it reads for the rest of the run
+# (set up by the pool's initializer), as the in-process run does.
+_worker_files = None
+
+
+def _start_worker() -> None:
+    global _worker_files
+    from optax_lint.facts.project.files import ProjectFiles
+
+    _worker_files = ProjectFiles()
+
+
 def _worker(args):
     path, settings, options = args
-    result, text, internal, record = _lint_recorded(path, settings, options)
+    result, text, internal, record = _lint_recorded(path, settings, options, _worker_files)
     for finding in [*result.findings, *result.applied_fixes]:
         finding.node = None  # libcst nodes and fix closures do not cross processes
         if finding.fix is not None:
@@ -236,9 +248,12 @@ def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outco
             if _use_pool(jobs, work):
                 fresh = _pooled(work, settings, options, jobs, progress)
             else:
+                from optax_lint.facts.project.files import ProjectFiles
+
+                files = ProjectFiles()  # project files read for run contexts, kept for the run
                 fresh = []
                 for path in work:
-                    fresh.append(_lint_recorded(path, settings, options))
+                    fresh.append(_lint_recorded(path, settings, options, files))
                     if progress:
                         progress(1)
         finally:
@@ -288,7 +303,7 @@ def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int
     # Small chunks keep both cores busy to the end; results arrive in order.
     chunksize = max(1, min(16, len(items) // (jobs * 8)))
     out = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker) as pool:
         for item in pool.map(_worker, items, chunksize=chunksize):
             out.append(item)
             if progress:
@@ -301,12 +316,3 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, **opti
     settings = settings or load_settings()
     return run([Path(p) for p in paths], settings, RunOptions(**options)).results
 
-
-def clear_caches() -> None:
-    """Forget the project modules read for run contexts (cached per run). The catalogue
-    and optax table stay: they are loaded once per process on purpose."""
-    from optax_lint.facts.project.config import (
-        clear_cache,  # project modules read for the run context
-    )
-
-    clear_cache()

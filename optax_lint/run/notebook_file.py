@@ -28,7 +28,8 @@ from optax_lint.run.per_file import (
 )
 
 
-def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None) -> tuple[FileResult, Optional[str], int]:
+def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, options, read=None,
+                       project_files=None) -> tuple[FileResult, Optional[str], int]:
     """lint_file for a notebook: same options, same result shape, findings per cell. The
     text returned is the notebook's JSON (fixed with --fix): code frames use the cells."""
     from optax_lint.core import meta
@@ -51,7 +52,7 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     before = layout.sources(layout.text)
     result.cell_sources = before
     declared = declared_context(path, settings, options)
-    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root))
+    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root), project_files=project_files)
     if not (options.fix or options.diff):
         run = engine.lint_text(layout.text, shown, codes, settings.rule_options, **common)
         if options.with_edits:
@@ -85,7 +86,8 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
             result.applied_fixes = to_cells(fixed.fixed, original, original.text)
         except SourceError as exc:
             result.fixed = 0
-            run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root))
+            run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root),
+                                   project_files=project_files)
             result.findings = problems + to_cells(run.findings, original, original.text)
             result.findings.append(meta.meta_finding(meta.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)

@@ -4,6 +4,7 @@ own codes as findings."""
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Optional
 
@@ -42,31 +43,40 @@ _CPYTHON_LIMITS = (
 )
 
 
-def cpython_check(text: str, path: str) -> tuple[Optional[Finding], bool]:
+CpythonParse = tuple[Optional[ast.Module], Optional[Finding], bool]
+
+
+def cpython_parse(text: str, path: str) -> CpythonParse:
     """CPython's own parser first (~0.15x the libcst parse, linear time): returns
-    (syntax-error finding or None, final). `final` means libcst must not be tried:
-    nesting beyond CPython's limits. Other errors may be syntax newer than the running
-    interpreter, which libcst decides; when libcst fails too, CPython's message and
-    position are the ones to report (libcst puts tokenizer errors at 1:1)."""
+    (tree or None, syntax-error finding or None, final). `final` means libcst must not
+    be tried: nesting beyond CPython's limits. Other errors may be syntax newer than the
+    running interpreter, which libcst decides; when libcst fails too, CPython's message
+    and position are the ones to report (libcst puts tokenizer errors at 1:1). The tree
+    serves the source positions of the same text (positions.py)."""
     try:
-        parse_ast(text)
-        return None, False
+        return parse_ast(text), None, False
     except (RecursionError, MemoryError) as exc:  # 3.11: "Parser stack overflowed", AST depth
         detail = f"the file is too deeply nested to parse ({type(exc).__name__}: {exc})"
-        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {detail}"), True
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {detail}"), True
     except SyntaxError as exc:
         message = (exc.msg or "invalid syntax").strip().splitlines()[0]
         final = any(limit in message for limit in _CPYTHON_LIMITS)
         line, column = max(exc.lineno or 1, 1), max(exc.offset or 1, 1)
-        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column), final
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {message}", line, column), final
     except ValueError as exc:  # e.g. NUL bytes (read_source rejects binary files first)
-        return meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {exc}"), True
+        return None, meta_finding(SYNTAX_ERROR, path, f"SyntaxError: {exc}"), True
 
 
-def quick_syntax_check(text: str, path: str) -> Optional[Finding]:
-    """Syntax check for files no rule looks at: CPython's parser, confirmed by libcst
-    (which knows newer syntax than the running interpreter may)."""
-    error, final = cpython_check(text, path)
+def cpython_check(text: str, path: str) -> tuple[Optional[Finding], bool]:
+    """cpython_parse without the tree: (syntax-error finding or None, final)."""
+    return cpython_parse(text, path)[1:]
+
+
+def quick_syntax_check(text: str, path: str, parsed: Optional[CpythonParse] = None) -> Optional[Finding]:
+    """Syntax check for files no rule looks at: CPython's parser (`parsed`, when the
+    caller has it), confirmed by libcst (which knows newer syntax than the running
+    interpreter may)."""
+    _, error, final = parsed or cpython_parse(text, path)
     if error is None or final:
         return error
     module, cst_error = parse(text, path)

@@ -22,25 +22,21 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from optax_lint.core.diagnostics import Span
 from optax_lint.syntax.walker import children
 
-_LAST_AST: list = [None, None]  # [text, tree]: the engine's syntax check and positions share one parse
-
-
 def parse_ast(text: str) -> ast.Module:
-    """`ast.parse`, remembering the last result: the engine checks syntax with CPython's
-    parser and positions need the same tree's statement lines, so parse once."""
-    if _LAST_AST[0] is text:
-        return _LAST_AST[1]
+    """`ast.parse`, quietly (no SyntaxWarnings about the user's code)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = ast.parse(text)
-    _LAST_AST[0], _LAST_AST[1] = text, tree
-    return tree
+        return ast.parse(text)
 
 
 class Positions:
-    def __init__(self, module: cst.Module, text: Optional[str] = None) -> None:
+    """`tree`: CPython's parse of `text` when the caller has it (the engine's syntax
+    check made it), else parsed here on first need."""
+
+    def __init__(self, module: cst.Module, text: Optional[str] = None, tree: Optional[ast.Module] = None) -> None:
         self.module = module
         self.text = text
+        self._tree = tree
         self._full: Optional[dict] = None
         self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
         self._starts: Optional[list[int]] = None  # first code line of each top-level statement
@@ -57,6 +53,11 @@ class Positions:
         return self._full
 
     # -- per-statement path -------------------------------------------------
+    def _ast(self) -> ast.Module:
+        if self._tree is None:
+            self._tree = parse_ast(self.text)
+        return self._tree
+
     def _statement_starts(self) -> Optional[list[int]]:
         if self._starts is not None:
             return self._starts or None
@@ -64,7 +65,7 @@ class Positions:
         if self.text is None:
             return None
         try:
-            tree = parse_ast(self.text)
+            tree = self._ast()
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         body = tree.body
@@ -133,7 +134,7 @@ class Positions:
     def _simple_lines(self, index: int) -> Optional[dict]:
         if index not in self._simple_at:
             found: dict = {}
-            tree_body = parse_ast(self.text).body
+            tree_body = self._ast().body
             starts_at = sum(len(s.body) if isinstance(s, cst.SimpleStatementLine) else 1 for s in self.module.body[:index])
             stmt = self.module.body[index]
             ok = not isinstance(stmt, cst.SimpleStatementLine) and _pair_block(

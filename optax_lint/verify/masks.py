@@ -27,7 +27,7 @@ def _params_tree(facts):
     tree = facts.model_tree
     if tree is not None and tree.leaves:
         return tree
-    from optax_lint.facts.project.config import project_of
+    from optax_lint.facts.project.files import project_of
 
     for module in project_of(facts).imported_modules(("flax",)):
         tree = module.model_tree

@@ -16,7 +16,7 @@ Each value has a source, highest precedence first:
    tables whose `path` glob selects files);
 4. `inferred`: read from the file and, only when a rule needs a field the file does
    not settle, from the project modules it imports and `configs/*.py` beside it
-   (see context_infer.py and project_config.py; nothing is imported or executed).
+   (see infer.py and facts/project/; nothing is imported or executed).
 
 Inference is lazy and per field: a file whose rules never ask pays nothing.
 `get()` returns only values a rule may act on: declared, or inferred with high or
@@ -211,9 +211,6 @@ class RunContext:
 
     def known(self, name: str) -> bool:
         return self.get(name) is not None
-
-    def resolve_all(self) -> dict[str, Optional[ContextValue]]:
-        return {name: self.entry(name) for name in FIELDS}
 
     def note(self, name: str) -> str:
         """Why a field is unknown (or only guessed), for --show-context."""
@@ -441,7 +438,8 @@ def _declared_entry(field: str, declared: Union[tuple, Any]) -> ContextValue:
     return ContextValue(value, source, location, "declared", "")
 
 
-def build_run_context(facts) -> RunContext:
+def build_run_context(facts, infer: Callable[[str, RunContext], Optional[ContextValue]]) -> RunContext:
+    """Declared values (command line, config, pragmas); `infer` answers the other fields."""
     values: dict[str, ContextValue] = {}
     for name, declared in (facts.declared_context or {}).items():
         try:
@@ -454,10 +452,6 @@ def build_run_context(facts) -> RunContext:
         current = values.get(field)
         if current is None or _RANK.get(entry.source, 3) < _RANK.get(current.source, 3):
             values[field] = entry
-    from optax_lint.facts.context.infer import Inference
-
-    inference = Inference(facts)
-    context = RunContext(values, infer=inference.infer)
+    context = RunContext(values, infer=infer)
     context.problems.extend(problems)
-    inference.context = context
     return context

@@ -24,14 +24,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.values import Unknown, sign_of, single_binding, value_of
+from optax_lint.syntax.values import (
+    LOCAL_NAMES,
+    ClassFields,
+    Evaluator,
+    Unknown,
+    sign_of,
+    single_binding,
+    value_of,
+)
 from optax_lint.syntax.walker import CallRecord, LoopRecord, Scope
 
 # Aliases whose LR scales an adaptive (per-coordinate normalised) direction.
@@ -75,76 +83,10 @@ def code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
-# ---------------------------------------------------------------------------
-# Static values, one step beyond values.value_of: fields of a local config dataclass
-
-
-class ValueReader:
-    """`value_of`, plus `cfg.field` where `cfg = Config(...)` is a local class whose body
-    gives `field` a literal default (or the call passes it by keyword) and nothing in
-    the file assigns `cfg.field` later."""
-
-    def __init__(self, facts) -> None:
-        self.facts = facts
-        self._class_scopes: Optional[dict] = None
-
-    def __call__(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Any:
-        value = value_of(expr, scope)
-        if not isinstance(value, Unknown) or expr is None:
-            return value
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Divide)):
-            left, right = self(expr.left, scope), self(expr.right, scope)
-            if is_number(left) and is_number(right):
-                try:
-                    return {
-                        cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
-                        cst.Multiply: lambda a, b: a * b, cst.FloorDivide: lambda a, b: a // b,
-                        cst.Divide: lambda a, b: a / b,
-                    }[type(expr.operator)](left, right)
-                except ZeroDivisionError:
-                    return Unknown("division by zero")
-            return value
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int" and len(expr.args) == 1:
-            inner = self(expr.args[0].value, scope)
-            return int(inner) if is_number(inner) and not lookup("int", scope)[1] else value
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            field_value = self._dataclass_field(expr.value.value, expr.attr.value, scope)
-            if field_value is not None:
-                return field_value
-        return value
-
-    def _dataclass_field(self, obj: str, attr: str, scope: Scope) -> Any:
-        binding, _ = single_binding(obj, scope)
-        if binding is None or binding.index or not isinstance(binding.value, cst.Call):
-            return None
-        call = binding.value
-        if not isinstance(call.func, cst.Name):
-            return None
-        class_scope = self._class_scope(call.func.value, binding.scope)
-        if class_scope is None:
-            return None
-        text = self.facts.text
-        if text is None or re.search(rf"\b{re.escape(obj)}\s*\.\s*{re.escape(attr)}\s*(?:[-+*/]|//)?=(?!=)", text):
-            return None  # assigned after construction (or we cannot tell)
-        if any(a.star for a in call.args) or any(a.keyword is None for a in call.args):
-            return None
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == attr:
-                value = value_of(arg.value, binding.scope)
-                return value if is_number(value) else None
-        bindings = class_scope.bindings.get(attr, [])
-        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign") or bindings[0].value is None:
-            return None
-        value = value_of(bindings[0].value, class_scope)
-        return value if is_number(value) else None
-
-    def _class_scope(self, name: str, scope: Scope) -> Optional[Scope]:
-        _, bindings = lookup(name, scope)
-        if len(bindings) != 1 or bindings[0].kind != "class":
-            return None
-        if self._class_scopes is None:
-            self._class_scopes = {s.node: s for s in self.facts.raw.scopes if s.kind == "class"}
-        return self._class_scopes.get(bindings[0].node)
+def schedule_values(facts) -> Evaluator:
+    """Static values of schedule arguments and loop bounds: `value_of`, plus `cfg.field`
+    of a local config class instance (`cfg = Config(...)`)."""
+    return Evaluator([LOCAL_NAMES, ClassFields(facts.raw, facts.text)])
 
 
 # ---------------------------------------------------------------------------
@@ -184,7 +126,7 @@ def _direction(init: Any, end: Any, init_expr, end_expr, scope: Scope) -> Option
 class ScheduleShapes:
     def __init__(self, facts) -> None:
         self.facts = facts
-        self.read = ValueReader(facts)
+        self.read = schedule_values(facts).eval
         self._shapes: dict[int, Shape] = {}
 
     def value(self, schedule: Schedule, param: str) -> Any:
@@ -377,7 +319,7 @@ class LrUse:
 class ScheduleFacts:
     shapes: ScheduleShapes
     lr_uses: list[LrUse]
-    read: ValueReader
+    read: Callable[[Optional[cst.BaseExpression], Scope], Any]  # schedule_values(facts).eval
     drive_sites: Optional[list["DriveSite"]] = None
 
     def lr_schedules(self) -> list[tuple[LrUse, Schedule]]:
@@ -569,7 +511,7 @@ def drive_sites(facts) -> list[DriveSite]:
     return sf.drive_sites
 
 
-def _drive_sites(facts, read: ValueReader) -> list[DriveSite]:
+def _drive_sites(facts, read) -> list[DriveSite]:
     loop_of = {id(l.node): l for l in facts.raw.loops}
     if not loop_of:
         return []
@@ -623,7 +565,7 @@ def _calls_updating_function(facts, record: CallRecord, functions: set[int], dep
     return False
 
 
-def _bound(facts, loop: LoopRecord, read: ValueReader) -> LoopBound:
+def _bound(facts, loop: LoopRecord, read) -> LoopBound:
     node = loop.node
     if not isinstance(node, cst.For):
         return LoopBound(loop, None, Unknown("while loop"))

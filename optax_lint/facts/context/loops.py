@@ -1,0 +1,257 @@
+"""The length of the run (the `steps` field): the training loop (`for step in
+range(N)` around the train step, times an enclosing `for epoch in range(E)`, or
+E x steps_per_epoch around a data loop; `while step < N`), then names
+(`num_train_steps`, `total_steps`, `max_steps`, ...), then `epochs * steps_per_epoch`.
+Loop iterations are micro-batches under MultiSteps(k): steps = iterations // k."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.context.evidence import Evidence, code_text, last_name
+from optax_lint.facts.context.run_context import ContextValue
+from optax_lint.facts.project.found import Found, Origin, weaker
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.values import Unknown, value_of
+from optax_lint.syntax.walker import Scope
+
+STEP_NAMES = frozenset(
+    {
+        "num_train_steps", "total_steps", "max_steps", "train_steps", "num_steps", "total_train_steps",
+        "n_steps", "num_updates", "total_updates", "max_iters", "num_iterations", "training_steps",
+        "total_training_steps", "max_train_steps", "num_training_steps", "n_iters", "num_iters",
+    }
+)
+EPOCH_NAMES = frozenset({"num_epochs", "epochs", "n_epochs", "total_epochs", "max_epochs", "num_train_epochs", "train_epochs"})
+STEPS_PER_EPOCH_NAMES = frozenset({"steps_per_epoch", "num_steps_per_epoch", "iters_per_epoch", "batches_per_epoch", "updates_per_epoch"})
+_STEP_CALL = re.compile(r"train_step|update_step|train_fn|step_fn|train_batch|train_iter|^update$|^step$|^apply_gradients$|update_model|do_step")
+
+
+def _step_functions(inf: Evidence) -> set:
+    facts = inf.facts
+
+    def compute(_):
+        scopes = set()
+        for site in facts.update_sites:
+            scope = site.record.scope
+            while scope is not None and scope.kind not in ("function",):
+                scope = scope.parent
+            if scope is not None:
+                scopes.add(scope.node)
+        # One level up: a helper that calls the function that updates.
+        callers = set()
+        for record in facts.raw.calls:
+            if isinstance(record.node.func, cst.Name):
+                _, bindings = lookup(record.node.func.value, record.scope)
+                if len(bindings) == 1 and bindings[0].kind == "def" and bindings[0].node in scopes:
+                    scope = record.scope
+                    while scope is not None and scope.kind != "function":
+                        scope = scope.parent
+                    if scope is not None:
+                        callers.add(scope.node)
+        return scopes | callers
+
+    return facts.memo("context_step_functions", compute)
+
+
+def _is_step_call(inf: Evidence, call: cst.Call, scope: Scope, depth: int = 0) -> bool:
+    facts = inf.facts
+    sites = facts.memo("context_update_calls", lambda f: {site.call for site in f.update_sites})
+    if call in sites:
+        return True
+    func = call.func
+    if _STEP_CALL.search(last_name(func)):
+        return True
+    if isinstance(func, cst.Name) and depth < 3:
+        _, bindings = lookup(func.value, scope)
+        if len(bindings) == 1:
+            binding = bindings[0]
+            if binding.kind == "def":
+                return binding.node in _step_functions(inf)
+            if binding.kind in ("assign", "annassign") and isinstance(binding.value, cst.Call) and binding.value.args:
+                inner = binding.value.args[0].value  # jax.pmap(train_step), jax.jit(step), partial(step, ...)
+                if isinstance(inner, cst.Name):
+                    _, inner_bindings = lookup(inner.value, binding.scope)
+                    if len(inner_bindings) == 1 and inner_bindings[0].kind == "def":
+                        return inner_bindings[0].node in _step_functions(inf) or bool(_STEP_CALL.search(inner.value))
+    return False
+
+
+def training_loops(inf: Evidence):
+    facts = inf.facts
+
+    def compute(_):
+        # From each train-step call, climb the statement tree to the loops around it
+        # (no subtree walks): parent_stmt maps every statement to its block's owner.
+        if not facts.raw.loops:
+            return []
+        by_node = {loop.node: loop for loop in facts.raw.loops}
+        found: dict = {}
+        parents = facts.raw.parent_stmt
+        for record in facts.raw.calls:
+            if record.loop_depth == 0 or not _is_step_call(inf, record.node, record.scope):
+                continue
+            stmt = record.statement
+            while stmt in parents:
+                stmt = parents[stmt]
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    break
+                loop = by_node.get(stmt)
+                if loop is not None and loop.node not in found:
+                    found[loop.node] = (loop, record.node)
+        return [found[loop.node] for loop in facts.raw.loops if loop.node in found]
+
+    return facts.memo("context_training_loops", compute)
+
+
+def _loop_count(inf: Evidence, loop) -> tuple[object, str]:
+    node = loop.node
+    if isinstance(node, cst.For):
+        call = _find_range(node.iter)
+        if call is None:
+            return Unknown("iterates over data"), ""
+        callee = last_name(call.func)
+        args = [a for a in call.args if a.keyword is None and not a.star]
+        if callee == "islice":
+            stop = args[-1].value if len(args) >= 2 else None
+            start = None
+        elif len(args) == 1:
+            start, stop = None, args[0].value
+        elif len(args) == 2:
+            start, stop = args[0].value, args[1].value
+        else:
+            return Unknown("range with a step"), ""
+        found = inf.ev.eval(stop, loop.scope)
+        if not isinstance(found, Found) or not isinstance(found.value, (int, float)) or isinstance(found.value, bool):
+            return (found if isinstance(found, Unknown) else Unknown("loop bound not a number")), ""
+        count = int(found.value)
+        text = f"{callee}({code_text(stop)})"
+        if start is not None:
+            first = value_of(start, loop.scope)
+            if isinstance(first, int) and not isinstance(first, bool):
+                count -= first
+                text = f"{callee}({code_text(start)}, {code_text(stop)})"
+            else:
+                text = f"{callee}(..., {code_text(stop)})"
+        return Found(count, found.confidence, found.origin, found.detail), text
+    if isinstance(node, cst.While):
+        test = node.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual)):
+                found = inf.ev.eval(target.comparator, loop.scope)
+                if isinstance(found, Found) and isinstance(found.value, (int, float)) and not isinstance(found.value, bool):
+                    count = int(found.value) + (1 if isinstance(target.operator, cst.LessThanEqual) else 0)
+                    return Found(count, found.confidence, found.origin, found.detail), f"while ... < {code_text(target.comparator)}"
+        return Unknown("while loop with an unknown bound"), ""
+    return Unknown("loop"), ""
+
+
+def _steps_from_loops(inf: Evidence):
+    loops = training_loops(inf)
+    if not loops:
+        return None
+    innermost = []
+    for scope in dict.fromkeys(loop.scope for loop, _ in loops):
+        mine = [(loop, call) for loop, call in loops if loop.scope is scope]
+        deepest = max(loop.depth for loop, _ in mine)
+        innermost.extend((loop, call) for loop, call in mine if loop.depth == deepest)
+    results = []
+    for inner, call in innermost:
+        count, text = _loop_count(inf, inner)
+        outer = [loop for loop, _ in loops if loop.scope is inner.scope and loop.depth < inner.depth and _encloses(inf, loop.node, inner.node)]
+        factors = []
+        for loop in sorted(outer, key=lambda l: l.depth):
+            c, t = _loop_count(inf, loop)
+            if not isinstance(c, Found):
+                return c if isinstance(c, Unknown) else None
+            factors.append((c, t))
+        if not isinstance(count, Found):
+            if factors and isinstance(count, Unknown) and count.reason == "iterates over data":
+                per_epoch = inf.named(STEPS_PER_EPOCH_NAMES, inner.scope)
+                if isinstance(per_epoch, Found):
+                    count, text = per_epoch, f"{per_epoch.detail or 'steps_per_epoch'} per epoch"
+            if not isinstance(count, Found):
+                results.append(count)
+                continue
+        total = count.value
+        confidence = count.confidence
+        parts = [text]
+        for c, t in factors:
+            total *= c.value
+            confidence = weaker(confidence, c.confidence)
+            parts.insert(0, t)
+        origin = count.origin if count.origin is not None else inf.here(inner.node)
+        detail = "training loop " + " x ".join(p for p in parts if p)
+        if count.detail and count.detail not in detail and (
+            (count.origin is not None and count.origin.facts is not inf.facts)
+            or any(word in count.detail for word in ("default", "config", "flag", "--"))
+        ):
+            detail += f" ({count.detail})"
+        results.append(Found(total, confidence, Origin(inf.facts, inner.node) if origin.facts is inf.facts else origin, detail))
+    known = [r for r in results if isinstance(r, Found)]
+    if not known:
+        return results[0] if results else None
+    values = {r.value for r in known}
+    if len(values) != 1 or len(known) != len(results):
+        return Unknown("several training loops with different lengths")
+    return known[0]
+
+
+def _encloses(inf: Evidence, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    parents = inf.facts.raw.parent_stmt
+    node = inner
+    while node in parents:
+        node = parents[node]
+        if node is outer:
+            return True
+    return False
+
+
+def infer_steps(inf: Evidence, context) -> Optional[ContextValue]:
+    found = _steps_from_loops(inf)
+    source = "loop"
+    if not isinstance(found, Found):
+        loop_reason = found.reason if isinstance(found, Unknown) else "no training loop found"
+        found = inf.named(STEP_NAMES)
+        source = "name"
+        if not isinstance(found, Found):
+            epochs = inf.named(EPOCH_NAMES)
+            per_epoch = inf.named(STEPS_PER_EPOCH_NAMES)
+            if isinstance(epochs, Found) and isinstance(per_epoch, Found):
+                found = Found(
+                    epochs.value * per_epoch.value, weaker(epochs.confidence, per_epoch.confidence),
+                    per_epoch.origin or epochs.origin, f"{epochs.detail} x {per_epoch.detail}",
+                )
+                source = "epochs"
+        if not isinstance(found, Found):
+            inf.note("steps", f"training loop: {loop_reason}; no num_train_steps/total_steps/max_steps value")
+            return None
+    value = int(found.value)
+    detail = found.detail
+    accum = inf.context.get("grad_accum") if inf.context is not None else None
+    if source == "loop" and accum is not None and accum.value > 1:
+        value //= accum.value
+        detail += f" // {accum.value} micro-batches per update (MultiSteps)"
+    if value < 1:
+        return None
+    return inf.value(found, value=value, detail=detail)
+
+
+def _find_range(expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+    if depth > 3 or not isinstance(expr, cst.Call):
+        return None
+    name = last_name(expr.func)
+    if name in ("range", "trange"):
+        return expr
+    if name == "islice" and len(expr.args) >= 2:
+        return expr
+    if name in ("tqdm", "enumerate", "zip", "iter", "list", "progress_bar", "track"):
+        for arg in expr.args:
+            found = _find_range(arg.value, depth + 1)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,289 @@
+"""The architecture a file trains (the `arch` field): the layers its model classes
+build (flax.linen / nnx / haiku / equinox: attention -> transformer, Conv -> cnn,
+LSTM/GRU cells -> rnn, only Dense -> mlp), following classes used by classes and the
+project modules the file imports its model from; class names (Transformer, GPT, BERT,
+ViT, ResNet, ...) when no layer settles it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.context.evidence import Evidence
+from optax_lint.facts.context.region import training_region
+from optax_lint.facts.context.run_context import ContextValue
+from optax_lint.facts.project.files import project_of
+from optax_lint.facts.project.found import Origin, weaker
+from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.walker import Scope
+
+_LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.")
+_ATTENTION = frozenset(
+    {
+        "MultiHeadDotProductAttention", "SelfAttention", "MultiHeadAttention", "MultiheadAttention",
+        "dot_product_attention", "DotProductAttention", "MultiQueryDotProductAttention",
+    }
+)
+_CONV = frozenset(
+    {
+        "Conv", "ConvTranspose", "ConvLocal", "Conv1D", "Conv2D", "Conv3D", "ConvND", "Conv1d", "Conv2d",
+        "Conv3d", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "ConvNDTranspose",
+        "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    }
+)
+_RNN = frozenset(
+    {"LSTMCell", "OptimizedLSTMCell", "GRUCell", "RNN", "Bidirectional", "MGUCell", "SimpleCell", "LSTM", "GRU", "VanillaRNN", "ConvLSTMCell", "DeepRNN"}
+)
+_DENSE = frozenset({"Dense", "DenseGeneral", "Linear", "MLP", "Einsum", "LinearGeneral"})
+_WRAPPERS = frozenset({"partial", "remat", "checkpoint", "scan", "vmap", "jit", "Remat", "Scan", "Vmap", "transform", "without_apply_rng", "transform_with_state", "Sequential"})
+_NAME_ARCH = (
+    ("transformer", re.compile(r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Seq2Seq|Perceiver|Mixtral|Qwen|Attention")),
+    ("cnn", re.compile(r"ResNet|Resnet|CNN|ConvNet|Convnet|VGG|UNet|Unet|LeNet|AlexNet|Inception|MobileNet|EfficientNet|DenseNet|WideResNet|ConvNeXt")),
+    ("rnn", re.compile(r"LSTM|GRU|RNN|Recurrent")),
+)
+
+
+def _layer_arch(name: Optional[str]) -> Optional[str]:
+    if not name or not name.startswith(_LIBRARIES):
+        return None
+    last = name.rsplit(".", 1)[-1]
+    if last in _ATTENTION:
+        return "transformer"
+    if last in _CONV:
+        return "cnn"
+    if last in _RNN:
+        return "rnn"
+    if last in _DENSE:
+        return "mlp"
+    return None
+
+
+def _name_arch(name: str) -> Optional[str]:
+    for arch, pattern in _NAME_ARCH:
+        if pattern.search(name):
+            return arch
+    return None
+
+
+@dataclass
+class Signal:
+    arch: str
+    origin: Origin
+    label: str  # "nn.MultiHeadDotProductAttention in EncoderBlock"
+    by_name: bool = False
+    scope: Optional[Scope] = None  # where it is built (layers built outside any class)
+
+
+@dataclass
+class ClassModel:
+    name: str
+    scope: Scope
+    signals: list[Signal] = field(default_factory=list)
+    uses: list[str] = field(default_factory=list)  # classes of the same module it builds
+    imports: list[tuple[str, cst.CSTNode]] = field(default_factory=list)  # imported callables it builds
+
+
+class ModelIndex:
+    """Which layers each class of a module builds, and which classes the module code uses."""
+
+    def __init__(self, facts) -> None:
+        self.facts = facts
+        self.classes: dict[str, ClassModel] = {}
+        self.direct: list[Signal] = []  # layers built outside any class
+        self.used: list[tuple[str, cst.CSTNode, Scope]] = []  # module classes built outside classes
+        self.used_imports: list[tuple[str, cst.CSTNode, Scope]] = []
+        for scope in facts.raw.scopes:
+            if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and not _test_class(scope.node):
+                self.classes.setdefault(scope.name, ClassModel(scope.name, scope))
+        for record in facts.raw.calls:
+            owner = _enclosing_class(record.scope)
+            model = self.classes.get(owner.name) if owner is not None else None
+            if model is not None and model.scope is not owner:
+                model = None  # a test class, or a nested class of the same name
+            self._note(record.node.func, record.scope, model, record.node)
+            func = record.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+            if last in _WRAPPERS and record.node.args:
+                self._note(record.node.args[0].value, record.scope, model, record.node)
+
+    def _note(self, expr: cst.BaseExpression, scope: Scope, model: Optional[ClassModel], node: cst.CSTNode) -> None:
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return
+        facts = self.facts
+        name = facts.canonical(expr, scope)
+        arch = _layer_arch(name)
+        if arch is not None:
+            where = f" in {model.name}" if model is not None else ""
+            signal = Signal(arch, Origin(facts, node), f"{cst.Module([]).code_for_node(expr)}{where}", scope=scope)
+            (model.signals if model is not None else self.direct).append(signal)
+            return
+        if isinstance(expr, cst.Name):
+            _, bindings = lookup(expr.value, scope)
+            if len(bindings) == 1 and bindings[0].kind == "class" and expr.value in self.classes:
+                if model is not None:
+                    if expr.value != model.name:
+                        model.uses.append(expr.value)
+                else:
+                    self.used.append((expr.value, node, scope))
+                return
+        qual = qualified_name(expr, scope)
+        if qual and not qual.startswith(_LIBRARIES) and qual.rsplit(".", 1)[-1][:1].isupper():
+            if model is not None:
+                model.imports.append((qual, node))
+            else:
+                self.used_imports.append((qual, node, scope))
+
+    def closure(self, name: str) -> tuple[list[Signal], list[tuple[str, cst.CSTNode]], list[str]]:
+        """Signals, imported callables and class names reachable from class `name`."""
+        signals: list[Signal] = []
+        imports: list[tuple[str, cst.CSTNode]] = []
+        seen: list[str] = []
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current in seen or current not in self.classes:
+                continue
+            seen.append(current)
+            model = self.classes[current]
+            signals.extend(model.signals)
+            imports.extend(model.imports)
+            stack.extend(reversed(model.uses))
+        return signals, imports, seen
+
+    def roots(self) -> list[str]:
+        """Classes that build layers and are not built by another class of the module."""
+        inner = {u for m in self.classes.values() for u in m.uses}
+        out = []
+        for name, model in self.classes.items():
+            if name in inner:
+                continue
+            signals, _, _ = self.closure(name)
+            if signals or _name_arch(name):
+                out.append(name)
+        return out
+
+
+_NOT_MODELS = re.compile(r"(Test|Tests|TestCase)$|^(Test|Mock|Fake|Dummy|Stub)")
+
+
+def _test_class(node: cst.ClassDef) -> bool:
+    """A TestCase (or a mock standing in for a model): its name says nothing about
+    what the file trains."""
+    if _NOT_MODELS.search(node.name.value):
+        return True
+    for base in node.bases:
+        text = cst.Module([]).code_for_node(base.value)
+        if text.endswith("TestCase"):
+            return True
+    return False
+
+
+def _enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
+    while scope is not None:
+        if scope.kind == "class":
+            return scope
+        scope = scope.parent
+    return None
+
+
+def model_index(facts) -> ModelIndex:
+    return facts.memo("context_models", ModelIndex)
+
+
+def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Signal, str]]:
+    """(arch, deciding signal, confidence) from layer signals, then class names."""
+    kinds = {s.arch for s in signals if not s.by_name}
+    pick = None
+    if "transformer" in kinds:
+        if "cnn" in kinds and any(_name_arch(n) == "cnn" for n in names):
+            return None  # a convolutional net with attention blocks (a diffusion UNet): not clear
+        pick = "transformer"
+    elif "rnn" in kinds:
+        pick = "rnn"
+    elif "cnn" in kinds:
+        pick = "cnn"
+    if pick is not None:
+        signal = next(s for s in signals if s.arch == pick and not s.by_name)
+        return pick, signal, "high"
+    named = [s for s in signals if s.by_name]
+    named_kinds = {s.arch for s in named}
+    if len(named_kinds) == 1:
+        return named[0].arch, named[0], "medium"
+    if "mlp" in kinds and not named_kinds:
+        return "mlp", next(s for s in signals if s.arch == "mlp"), "medium"
+    return None
+
+
+def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
+    facts = inf.facts
+    index = model_index(facts)
+    # Only the model the training code builds counts: a `*Transformer*` mock or
+    # class elsewhere in the file says nothing about this optimizer.
+    keep = training_region(facts)
+    signals: list[Signal] = [s for s in index.direct if keep(s.scope)]
+    imports: list[tuple[str, cst.CSTNode]] = [(q, n) for q, n, scope in index.used_imports if keep(scope)]
+    names: list[str] = []
+    used = [
+        name for name, _, scope in index.used
+        if keep(scope) and (index.closure(name)[0] or index.closure(name)[1] or _name_arch(name))
+    ]
+    # Model classes defined here but built elsewhere: only when nothing in this file
+    # builds a class at all (else the training code's own model would have shown).
+    top = used or ([] if index.used else index.roots())
+    for name in dict.fromkeys(top):
+        found, imported, reached = index.closure(name)
+        signals.extend(found)
+        imports.extend(imported)
+        names.append(name)
+        for reached_name in reached:
+            arch = _name_arch(reached_name)
+            if arch is not None:
+                model = index.classes[reached_name]
+                signals.append(Signal(arch, Origin(facts, model.scope.node), f"class {reached_name}", by_name=True))
+    confidence_cap = "high" if used or index.direct else "medium"
+    decided = _decide(signals, names)
+    if decided is None or decided[2] != "high":
+        # Model code in the project modules the file imports it from.
+        for qual, node in dict.fromkeys(imports):
+            more = _imported_model(inf, qual, node)
+            signals.extend(more)
+            names.append(qual.rsplit(".", 1)[-1])
+        decided = _decide(signals, names)
+    if decided is None:
+        kinds = sorted({s.arch for s in signals})
+        if kinds:
+            inf.note("arch", "conflicting model evidence: " + ", ".join(f"{s.label} ({s.arch})" for s in signals[:4]))
+        else:
+            inf.note("arch", "no model code (flax/nnx/haiku/equinox layers) in this file or the project modules it imports")
+        return None
+    arch, signal, confidence = decided
+    confidence = weaker(confidence, confidence_cap if signal.origin.facts is facts else "high")
+    detail = signal.label
+    if names and not signal.by_name and names[0] not in signal.label and signal.origin.facts is facts:
+        detail += f", used by {names[0]}"
+    return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location)
+
+
+def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]:
+    facts = inf.facts
+    short = qual.rsplit(".", 1)[-1]
+    project = project_of(facts)
+    found = project.module_of(qual, facts, [short])
+    if found is not None and len(found[1]) == 1:
+        module, rest = found
+        index = model_index(module)
+        if rest[0] in index.classes:
+            signals, _, reached = index.closure(rest[0])
+            out = [s for s in signals]
+            for name in reached:
+                arch = _name_arch(name)
+                if arch is not None:
+                    out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name} in {module.display_path}", by_name=True))
+            return [Signal(s.arch, s.origin, f"{s.label} ({module.display_path}, used as {short})", s.by_name) for s in out]
+    arch = _name_arch(short)
+    if arch is not None:
+        return [Signal(arch, Origin(facts, node), f"{short} (imported model)", by_name=True)]
+    return []

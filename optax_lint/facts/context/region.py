@@ -1,0 +1,77 @@
+"""The part of a file that trains: what the run context is read from (a model class
+or a loop elsewhere in the file says nothing about this optimizer's run)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import Scope
+
+
+def training_region(facts):
+    """A predicate on scopes: inside the functions that train (use an optimizer:
+    update sites, TrainState/nnx.Optimizer consumers), the local functions they call
+    and the functions that call them, or at module level. Everything passes when the
+    file shows no training code (its context comes from elsewhere)."""
+    return facts.memo("context_training_region", _training_region)
+
+
+def _outermost_function(scope: Optional[Scope]) -> Optional[Scope]:
+    found = None
+    while scope is not None:
+        if scope.kind in ("function", "lambda"):
+            found = scope
+        elif scope.kind == "class" and found is not None:
+            break  # a method: the method is the unit
+        scope = scope.parent
+    return found
+
+
+def _training_region(facts):
+    sites = [site.record.scope for site in facts.update_sites] + [c.record.scope for c in facts.consumers]
+    if not sites:
+        return lambda scope: True
+    if any(_outermost_function(scope) is None for scope in sites):
+        return lambda scope: True  # training at module level: the file is the unit
+    region = {id(_outermost_function(scope)) for scope in sites}
+    # One level of local calls each way: create_train_state() called by train(), and
+    # main() that builds the model and calls train(model).
+    callees, callers = set(), set()
+    for record in facts.raw.calls:
+        func = record.node.func
+        if not isinstance(func, cst.Name):
+            continue
+        _, bindings = lookup(func.value, record.scope)
+        if len(bindings) != 1 or bindings[0].kind != "def":
+            continue
+        target = facts.raw.functions.get(bindings[0].node)
+        here = _outermost_function(record.scope)
+        if target is None:
+            continue
+        if here is not None and id(here) in region:
+            callees.add(id(_outermost_function(target)))
+        if id(_outermost_function(target)) in region and here is not None:
+            callers.add(id(here))
+    region |= callees | callers
+    # Functions handed over by name from the training code or module level:
+    # hk.transform(forward), jax.jit(step), nn.scan(body).
+    for record in facts.raw.calls:
+        here = _outermost_function(record.scope)
+        if here is not None and id(here) not in region:
+            continue
+        for arg in record.node.args:
+            if isinstance(arg.value, cst.Name):
+                _, bindings = lookup(arg.value.value, record.scope)
+                if len(bindings) == 1 and bindings[0].kind == "def":
+                    target = facts.raw.functions.get(bindings[0].node)
+                    if target is not None:
+                        region.add(id(_outermost_function(target)))
+
+    def keep(scope: Optional[Scope]) -> bool:
+        function = _outermost_function(scope)
+        return function is None or id(function) in region
+
+    return keep

@@ -1,0 +1,155 @@
+"""The model's weights: where they come from (the `fine_tune` field: a checkpoint
+restored from a pretrained source, `from_pretrained` or a restore whose arguments say
+pretrained / init_checkpoint; False when the params come from `model.init` and
+nothing is restored or loaded) and how many there are (the `params` field, estimated
+for a Transformer from its config: layers L, width d, vocab V, MLP width d_ff,
+default 4d: params ~ L * (4 d^2 + 2 d d_ff) + V d)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.context.evidence import Evidence, code_text, last_name, positive_int, shortened
+from optax_lint.facts.context.region import training_region
+from optax_lint.facts.context.run_context import ContextValue
+from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
+from optax_lint.facts.project.files import project_of
+from optax_lint.facts.project.found import Found, Origin, weaker
+
+_RESTORE = frozenset(
+    {
+        "restore_checkpoint", "restore", "load", "from_bytes", "from_pretrained", "load_checkpoint", "restore_params",
+        "load_params", "load_pretrained", "from_state_dict", "msgpack_restore", "load_variables", "restore_state",
+    }
+)
+_PRETRAINED = re.compile(
+    r"pre_?train|fine_?tun|init_checkpoint|init_ckpt|init_from|warm_?start|base_model|backbone_ckpt|imagenet21k|hf_hub|from_pretrained",
+    re.IGNORECASE,
+)
+_L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "num_decoder_layers", "layers", "num_blocks")
+_D_NAMES = ("emb_dim", "d_model", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
+_V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
+_FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner")
+
+
+def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
+    facts = inf.facts
+    restores = []
+    keep = training_region(facts)
+    for record in facts.raw.calls:
+        last = last_name(record.node.func)
+        if last not in _RESTORE or not keep(record.scope):
+            continue
+        callee = code_text(record.node.func)
+        if last == "from_pretrained" and re.search(r"Tokenizer|Processor|FeatureExtractor|Config|tokenizer", callee):
+            continue  # a pretrained tokenizer or config, not weights
+        restores.append(record)
+        target = record.assigned_to
+        pieces = [code_text(a.value) for a in record.node.args]
+        if target is not None:
+            pieces.append(code_text(target))
+        hint = next((p for p in pieces if _PRETRAINED.search(p)), None)
+        if last == "from_pretrained" or hint is not None:
+            label = shortened(code_text(record.node), 70)
+            confidence = "high" if last == "from_pretrained" else "medium"
+            return ContextValue(True, "inferred", None, confidence, f"pretrained weights restored: {label}", locate=inf.here(record.node).location)
+    if restores:
+        inf.note("fine_tune", f"a checkpoint is restored ({shortened(code_text(restores[0].node))}) but nothing says it is pretrained")
+        return None
+    for record in facts.raw.calls:
+        func = record.node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "init"
+            and not re.search(r"tx|opt", code_text(func.value), re.IGNORECASE)
+            and facts.pipeline_for(func.value, record.scope) is None
+        ):
+            if facts.pipelines and (facts.update_sites or facts.consumers):
+                return ContextValue(False, "inferred", None, "medium", f"params from {code_text(func)}(...); nothing restored or loaded", locate=inf.here(record.node).location)
+            inf.note("fine_tune", f"params from {code_text(func)}(...), but no optimizer this file builds consumes them")
+            return None
+    inf.note("fine_tune", "no model.init and no restore in this file")
+    return None
+
+
+def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
+    arch = context.get("arch")
+    if arch is None or arch.value != "transformer":
+        inf.note("params", "estimated only for a Transformer (arch must be known)")
+        return None
+    for group in _size_groups(inf):
+        result = _estimate(group)
+        if result is not None:
+            value, detail, confidence, origin = result
+            return ContextValue(value, "inferred", None, confidence, detail, locate=origin.location if origin else None)
+    inf.note("params", "no layers/width found in the model's config (num_layers, emb_dim/d_model/hidden_size, vocab_size)")
+    return None
+
+
+def _size_groups(inf: Evidence):
+    """Candidate {name: Found} groups that describe one Transformer's size."""
+    facts = inf.facts
+    wanted = set(_L_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES)
+    # 1. keyword arguments of a call that sets both layers and width
+    for record in facts.raw.calls:
+        keys = {a.keyword.value for a in record.node.args if a.keyword is not None}
+        if keys & set(_L_NAMES) and keys & set(_D_NAMES):
+            group = {}
+            for arg in record.node.args:
+                if arg.keyword is not None and arg.keyword.value in wanted:
+                    found = inf.ev.eval(arg.value, record.scope)
+                    if isinstance(found, Found):
+                        group[arg.keyword.value] = found
+            yield group
+    # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
+    project = project_of(facts)
+    modules = [facts]
+    for module in modules + (project.imported_modules(_L_NAMES) if project.file else []):
+        mc = config_of(module, project)
+        for info in mc.classes.values():
+            if set(info.fields) & set(_L_NAMES) and set(info.fields) & set(_D_NAMES):
+                evaluator = ConfigEvaluator(module, project)
+                group = {}
+                for name in info.fields:
+                    if name in wanted:
+                        found = evaluator.class_field(info, [name], "medium", 0)
+                        if isinstance(found, Found):
+                            group[name] = found
+                yield group
+    # 3. ml_collections configs: one (sub)dict that has both
+    if project.file:
+        for module in project.config_modules(_L_NAMES):
+            entries = config_of(module, project).ml
+            prefixes: dict[tuple, dict] = {}
+            for key, found in entries.items():
+                if key and key[-1] in wanted:
+                    prefixes.setdefault(key[:-1], {})[key[-1]] = found.capped("medium")
+            for group in prefixes.values():
+                yield group
+
+
+def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
+    def pick(names):
+        for name in names:
+            found = group.get(name)
+            if found is not None and positive_int(found.value):
+                return name, found
+        return None
+
+    layers, width, vocab, ff = pick(_L_NAMES), pick(_D_NAMES), pick(_V_NAMES), pick(_FF_NAMES)
+    if layers is None or width is None:
+        return None
+    L, d = int(layers[1].value), int(width[1].value)
+    d_ff = int(ff[1].value) if ff else 4 * d
+    V = int(vocab[1].value) if vocab else 0
+    total = L * (4 * d * d + 2 * d * d_ff) + V * d
+    used = [layers[1], width[1]] + ([ff[1]] if ff else []) + ([vocab[1]] if vocab else [])
+    confidence = "medium"
+    for found in used:
+        confidence = weaker(confidence, found.confidence)
+    terms = f"L={L} ({layers[0]}), d={d} ({width[0]}), d_ff={d_ff} ({ff[0] if ff else '4d'})" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
+    detail = f"estimated L*(4d^2 + 2*d*d_ff) + V*d with {terms}"
+    return total, detail, confidence, width[1].origin or layers[1].origin

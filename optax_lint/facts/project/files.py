@@ -1,0 +1,330 @@
+"""Reading the files of a user's project around one linted module: which module an
+import names, their texts and parsed facts (cached per run), within bounds.
+
+Cross-file reads are bounded: only modules the linted file imports (resolved to
+files inside the project root), `configs/*.py` beside it, and config modules those
+import, each at most MAX_FILE_BYTES, at most MAX_FILES_PER_FILE per linted file.
+Files are parsed with libcst (never imported or executed) and kept for the run in
+its ProjectFiles. Every look at the file system goes through core/readlog.py, which
+records it for the result cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Optional
+
+from optax_lint.core import readlog
+
+MAX_FILE_BYTES = 256 * 1024
+MAX_FILES_PER_FILE = 24
+MAX_CONFIGS_BESIDE = 16
+_CACHE_SIZE = 96
+
+# Top-level packages that are never project files: skip the file-system probes.
+_THIRD_PARTY = frozenset(
+    {
+        "jax", "jaxlib", "flax", "optax", "orbax", "numpy", "np", "scipy", "ml_collections", "absl",
+        "haiku", "equinox", "chex", "tensorflow", "tf", "tensorflow_datasets", "torch", "transformers",
+        "functools", "itertools", "os", "sys", "re", "math", "time", "json", "typing", "dataclasses",
+        "collections", "pathlib", "logging", "argparse", "pickle", "abc", "enum", "copy", "random",
+        "contextlib", "tqdm", "wandb", "einops", "clu", "tensorstore", "msgpack", "gin", "datasets",
+        "operator", "warnings", "shutil", "glob", "io", "string", "textwrap", "subprocess", "inspect",
+    }
+)
+
+
+class ProjectFiles:
+    """The project files one run reads (api.run, a worker process of its pool, the
+    language server, --show-context): their texts and parsed facts, so that a config
+    module imported by a hundred scripts is read and parsed once; and the ReadLog of
+    the file being linted, which records every look at the file system for the result
+    cache. A linted module handed none gets its own (facts/module.py)."""
+
+    def __init__(self) -> None:
+        self.texts: "OrderedDict[tuple, Optional[str]]" = OrderedDict()  # (path, mtime, size) -> text
+        self.modules: "OrderedDict[tuple, object]" = OrderedDict()  # (path, len, hash of text) -> facts
+        self.reads = 0  # files read, and parsed, so far (tests check the bounds)
+        self.parses = 0
+        self.log: Optional[readlog.ReadLog] = None
+
+    @contextmanager
+    def recording(self) -> Iterator[readlog.ReadLog]:
+        """Record the looks of the lint run inside the `with` block."""
+        self.log = readlog.ReadLog()
+        try:
+            yield self.log
+        finally:
+            self.log = None
+
+    def text(self, path: str, stat: os.stat_result, loaded: list[str]) -> Optional[str]:
+        """The file's text: kept from earlier in the run, else read unless the linted
+        file has used up its reads (`loaded`, the files it has read)."""
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key in self.texts:
+            self.texts.move_to_end(key)
+            readlog.note_text(path, stat, self.texts[key], self.log)
+            return self.texts[key]
+        if path not in loaded and len(loaded) >= MAX_FILES_PER_FILE:
+            return None
+        if path not in loaded:
+            loaded.append(path)
+        self.reads += 1
+        text = _read_text(path)
+        readlog.note_text(path, stat, text, self.log)
+        self.texts[key] = text
+        while len(self.texts) > _CACHE_SIZE * 2:
+            self.texts.popitem(last=False)
+        return text
+
+    def parsed(self, path: str, text: str, project: "Project"):
+        """The facts of a project file, parsed once per run (None: it cannot be parsed)."""
+        key = (path, len(text), hash(text))
+        if key in self.modules:
+            self.modules.move_to_end(key)
+            return self.modules[key]
+        self.parses += 1
+        facts = _parse_module(path, text, project)
+        self.modules[key] = facts
+        while len(self.modules) > _CACHE_SIZE:
+            self.modules.popitem(last=False)
+        return facts
+
+
+def module_file(facts, files: ProjectFiles) -> Optional[str]:
+    path = getattr(facts, "abspath", None)
+    if path:
+        return path
+    candidate = facts.path
+    if not candidate or candidate.startswith("<"):
+        return None
+    absolute = os.path.abspath(candidate)
+    return absolute if readlog.isfile(absolute, files.log) else None
+
+
+def _display(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _under(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+class Project:
+    """The files around one linted module that may be read, and the reads so far."""
+
+    def __init__(self, facts) -> None:
+        from optax_lint.core.optax_api import load_api
+
+        self.facts = facts
+        self.api = getattr(facts, "api", None) or load_api()
+        self.files: ProjectFiles = getattr(facts, "project_files", None) or ProjectFiles()
+        self.file = module_file(facts, self.files)
+        self.dir = os.path.dirname(self.file) if self.file else None
+        root = os.path.abspath(facts.root) if getattr(facts, "root", None) else None
+        if self.file and root and _under(self.file, root):
+            self.root = root
+        else:
+            self.root = self.dir
+        self.loaded: list[str] = []
+        self._config_modules: Optional[list] = None
+        self._imports: Optional[list] = None
+
+    # -- files ------------------------------------------------------------
+    def resolve(self, qualname: str, from_dir: Optional[str]) -> Optional[tuple[str, list[str]]]:
+        """`configs.default` -> (/proj/configs/default.py, []); `models.Transformer` ->
+        (/proj/models.py, ["Transformer"]); None when no project file matches."""
+        if not qualname or from_dir is None or self.root is None:
+            return None
+        dots = len(qualname) - len(qualname.lstrip("."))
+        parts = [p for p in qualname.lstrip(".").split(".") if p]
+        if dots:
+            base = from_dir
+            for _ in range(dots - 1):
+                base = os.path.dirname(base)
+            bases = [base]
+        else:
+            if not parts or parts[0] in _THIRD_PARTY:
+                return None
+            bases = []
+            here = from_dir
+            while True:
+                bases.append(here)
+                if here == self.root or not _under(here, self.root):
+                    break
+                parent = os.path.dirname(here)
+                if parent == here:
+                    break
+                here = parent
+        for base in bases:
+            if not _under(base, self.root):
+                continue
+            for k in range(len(parts), 0, -1):
+                stem = os.path.join(base, *parts[:k])
+                for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                    if readlog.isfile(candidate, self.files.log) and candidate != self.file:
+                        return candidate, parts[k:]
+            if dots and not parts:
+                init = os.path.join(base, "__init__.py")
+                if readlog.isfile(init, self.files.log):
+                    return init, []
+        return None
+
+    def text_of(self, path: str) -> Optional[str]:
+        """The text of a project file (cached per run), or None when it may not be read."""
+        path = os.path.abspath(path)
+        if self.root is None or not _under(path, self.root) or path == self.file:
+            return None
+        try:
+            stat = os.stat(path)
+        except OSError:
+            readlog.note_text(path, None, None, self.files.log)
+            return None
+        if stat.st_size > MAX_FILE_BYTES:
+            readlog.note_text(path, stat, None, self.files.log)
+            return None
+        return self.files.text(path, stat, self.loaded)
+
+    def load(self, path: str, need: Iterable[str] = ()):
+        """ModuleFacts of a project file (parsed once per run), or None when it may not be
+        read, or when its text mentions none of `need` (a cheap check before the parse)."""
+        text = self.text_of(path)
+        if text is None:
+            return None
+        if need and not any(word in text for word in need):
+            return None
+        return self.files.parsed(os.path.abspath(path), text, self)
+
+    def module_of(self, qualname: str, facts, need: Iterable[str] = ()) -> Optional[tuple[object, list[str]]]:
+        here = module_file(facts, self.files)
+        resolved = self.resolve(qualname, os.path.dirname(here) if here else self.dir)
+        if resolved is None:
+            return None
+        path, rest = resolved
+        module = self.load(path, need)
+        return (module, rest) if module is not None else None
+
+    def imported_paths(self) -> list[str]:
+        """Project files the linted file imports (any scope), in order; nothing is read."""
+        if self._imports is None:
+            out: list[str] = []
+            for qual in _import_qualnames(self.facts):
+                resolved = self.resolve(qual, self.dir)
+                if resolved is not None and resolved[0] not in out:
+                    out.append(resolved[0])
+            self._imports = out
+        return self._imports
+
+    def imported_modules(self, need: Iterable[str] = ()) -> list:
+        """Parsed project modules the file imports (those whose text mentions `need`)."""
+        out = []
+        for path in self.imported_paths():
+            module = self.load(path, need)
+            if module is not None:
+                out.append(module)
+        return out
+
+    def config_paths(self) -> list[str]:
+        """Files that define get_config(): `configs/*.py` beside the file, then imports
+        (a text check; nothing is parsed)."""
+        if self._config_modules is None:
+            candidates: list[str] = []
+            if self.dir is not None:
+                folder = os.path.join(self.dir, "configs")
+                if readlog.isdir(folder, self.files.log):
+                    try:
+                        names = sorted(n for n in readlog.listdir(folder, self.files.log) if n.endswith(".py") and not n.startswith("__"))
+                    except OSError:
+                        names = []
+                    candidates += [os.path.join(folder, n) for n in names[:MAX_CONFIGS_BESIDE]]
+            candidates += self.imported_paths()
+            out: list[str] = []
+            for path in candidates:
+                path = os.path.abspath(path)
+                text = self.text_of(path)
+                if text is not None and "def get_config" in text and path not in out:
+                    out.append(path)
+            self._config_modules = out
+        return self._config_modules
+
+    def config_modules(self, need: Iterable[str] = ()) -> list:
+        """Parsed config modules; with `need`, only those that may set it: their text names
+        it, or they build on another module's get_config()."""
+        out = []
+        for path in self.config_paths():
+            text = self.text_of(path) or ""
+            if need and not any(word in text for word in need) and text.count("get_config") < 2:
+                continue
+            module = self.load(path)
+            if module is not None and defines_get_config(module):
+                out.append(module)
+        return out
+
+    def config_path(self, relative: str):
+        """A config file named in code (`DEFINE_config_file("config", "configs/default.py")`)."""
+        if not relative or self.dir is None:
+            return None
+        for base in (self.dir, self.root):
+            if base is None:
+                continue
+            candidate = os.path.abspath(os.path.join(base, relative.split(":", 1)[0]))
+            if readlog.isfile(candidate, self.files.log):
+                return self.load(candidate)
+        return None
+
+
+def _read_text(path: str) -> Optional[str]:
+    from optax_lint.core.source import read_source
+
+    try:
+        # read_source: regular files only, opened non-blocking (a FIFO or a symlink to
+        # /dev/stdin must not hang the run), bounded, decoded as Python would.
+        return read_source(path, max_bytes=MAX_FILE_BYTES).text
+    except Exception:  # unreadable or undecodable: that module tells us nothing
+        return None
+
+
+def _parse_module(path: str, text: str, project: "Project"):
+    """The facts of a project file, of the same kind as the linted module's."""
+    import libcst as cst
+
+    from optax_lint.syntax.parsing import cpython_check
+
+    try:
+        if cpython_check(text, path)[1]:  # nested beyond CPython's limits: slow for libcst
+            return None
+        module = cst.parse_module(text)
+    except Exception:  # unparsable: that module tells us nothing
+        return None
+    facts = type(project.facts)(module, _display(path), project.api, root=project.root, text=text, project_files=project.files)
+    facts.abspath = path
+    return facts
+
+
+def _import_qualnames(facts) -> Iterator[str]:
+    seen = set()
+    for scope in facts.raw.scopes:
+        for bindings in scope.bindings.values():
+            for binding in bindings:
+                if binding.kind == "import" and binding.qualname and binding.qualname not in seen:
+                    seen.add(binding.qualname)
+                    yield binding.qualname
+
+
+def project_of(facts) -> Project:
+    return facts.memo("context_project", Project)
+
+
+
+def defines_get_config(facts) -> bool:
+    """Whether the module defines a top-level `get_config()` (an ml_collections config)."""
+    return any(s.name == "get_config" and s.parent is facts.raw.module_scope for s in facts.raw.functions.values())
