@@ -501,7 +501,7 @@ def test_ml_collections_configs_beside_with_explicit_link(tmp_path):
     assert steps.value == 100_000 and steps.confidence == "medium"
     assert steps.location == "configs/default.py:5"  # relative to the project root, never absolute
     ev = project_evaluate.ConfigEvaluator(f)
-    module = project_evaluate.config_of(f.memo("context_project", project_files.Project).load(str(tmp_path / "configs" / "big.py")), project_files.project_of(f))
+    module = project_evaluate.config_of(f.project.load(str(tmp_path / "configs" / "big.py")), f.project)
     assert module.ml[("num_train_steps",)].value == 400_000 and module.ml[("warmup_steps",)].value == 2000  # base config replayed
     assert module.ml[("model", "num_layers")].value == 2
     assert ev.eval(cst.parse_expression("config.warmup_steps"), f.raw.module_scope)  # resolved via the explicit link

@@ -11,7 +11,6 @@ from optax_lint.core.diagnostics import Finding, Severity, Span
 from optax_lint.engine import lint as engine
 from optax_lint.facts.file_role import display_path
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.schedules.analysis import schedule_facts
 
 
 def lint(src: str, path: str, codes) -> list:
@@ -206,7 +205,7 @@ def test_schedules_and_pipelines_read_lists_the_same_way() -> None:
         """
     )
     (join,) = [s for s in f.schedules if s.key == "join_schedules"]
-    piece_exprs, bound_exprs = schedule_facts(f).shapes.join_parts(join)
+    piece_exprs, bound_exprs = f.schedule_analysis.shapes.join_parts(join)
     assert len(piece_exprs) == 2 and len(bound_exprs) == 1
     assert len(join.pieces) == 2
 

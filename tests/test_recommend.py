@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from optax_lint.cli import main
 from optax_lint.core.catalogue import load_catalogue, load_table
 from optax_lint.core.diagnostics import Severity
-from optax_lint.engine import lint as engine
 from optax_lint.core.lr_scaling import lr_ceiling
+from optax_lint.engine import lint as engine
 from optax_lint.recommend import advice, codegen, memory, render
 from optax_lint.recommend.decide import decide
 from optax_lint.recommend.request import Request, RequestError, validate

@@ -17,10 +17,15 @@ from click.testing import CliRunner
 
 from optax_lint.cli import main
 from optax_lint.core.catalogue import load_table
-from optax_lint.core.lr_scaling import device_scaled_code, lr_ceiling, scale_learning_rate, scaling_rule
+from optax_lint.core.lr_scaling import (
+    device_scaled_code,
+    lr_ceiling,
+    scale_learning_rate,
+    scaling_rule,
+)
 from optax_lint.recommend import codegen, memory, render
 from optax_lint.recommend.decide import decide
-from optax_lint.recommend.request import Request, RequestError, validate
+from optax_lint.recommend.request import Request, validate
 
 GPT3 = {125e6: 6.0e-4, 350e6: 3.0e-4, 760e6: 2.5e-4, 1.3e9: 2.0e-4, 2.7e9: 1.6e-4, 6.7e9: 1.2e-4, 13e9: 1.0e-4, 175e9: 0.6e-4}
 

@@ -13,7 +13,7 @@ import pytest
 from optax_lint.core.diagnostics import Severity
 from optax_lint.engine import lint as engine
 from optax_lint.facts.module import ModuleFacts
-from optax_lint.facts.schedules.analysis import drive_sites, schedule_facts
+from optax_lint.facts.schedules.analysis import drive_sites
 from optax_lint.syntax.values import Unknown
 
 CODES = {f"OPX30{i}" for i in range(1, 9)}
@@ -39,7 +39,7 @@ def found(src: str, codes=None, **context) -> list[tuple[int, str]]:
 
 def only_shape(src: str):
     f = facts(src)
-    sf = schedule_facts(f)
+    sf = f.schedule_analysis
     (use, schedule), = sf.lr_schedules()
     return use, sf.shapes.shape(schedule)
 
@@ -151,7 +151,7 @@ def test_schedule_through_helper_function_and_names() -> None:
         learning_rate_fn = create_learning_rate_fn(1000)
         tx = optax.sgd(learning_rate_fn, momentum=0.9)
     """)
-    (use, schedule), = schedule_facts(f).lr_schedules()
+    (use, schedule), = f.schedule_analysis.lr_schedules()
     assert schedule.key == "join_schedules" and len(schedule.pieces) == 2
 
 
@@ -169,7 +169,7 @@ def test_lr_uses_constant_multisteps_injected() -> None:
         d = optax.chain(optax.scale_by_adam(), optax.scale_by_learning_rate(1e-3))
         e = optax.contrib.prodigy()
     """)
-    uses = {u.node.call.func.attr.value if isinstance(u.node.call.func, cst.Attribute) else "inject": u for u in schedule_facts(f).lr_uses}
+    uses = {u.node.call.func.attr.value if isinstance(u.node.call.func, cst.Attribute) else "inject": u for u in f.schedule_analysis.lr_uses}
     assert uses["adamw"].constant and uses["adamw"].adaptive and uses["adamw"].constant_text == "LR"
     assert uses["sgd"].multisteps is not None and not uses["sgd"].adaptive
     assert uses["inject"].injected
@@ -179,11 +179,11 @@ def test_lr_uses_constant_multisteps_injected() -> None:
 
 def test_config_attribute_lr_is_constant_only_without_schedules() -> None:
     plain = facts("import optax\ndef f(config):\n    return optax.adam(config.learning_rate)\n")
-    assert schedule_facts(plain).lr_uses[0].constant
+    assert plain.schedule_analysis.lr_uses[0].constant
     with_schedule = facts(
         "import optax\ns = optax.cosine_decay_schedule(1.0, 10)\ndef f(config):\n    return optax.adam(config.learning_rate)\n"
     )
-    use = schedule_facts(with_schedule).lr_uses[0]
+    use = with_schedule.schedule_analysis.lr_uses[0]
     assert not use.constant and use.lr_field
 
 

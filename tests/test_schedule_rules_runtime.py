@@ -2,7 +2,7 @@
 the installed optax (0.2.8 when written). If an optax upgrade changes one of them,
 the test names the rule whose documentation must change with it.
 
-Also checks that the linter's own schedule arithmetic (extract/schedule_facts.py:
+Also checks that the linter's own schedule arithmetic (facts/schedules/analysis.py:
 end steps and values over time) agrees with optax's real schedules.
 """
 
@@ -21,7 +21,6 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 from optax_lint.facts.module import ModuleFacts  # noqa: E402
-from optax_lint.facts.schedules.analysis import schedule_facts  # noqa: E402
 
 
 def values(schedule, steps):
@@ -221,7 +220,7 @@ def _linted_schedule(expr: str):
     tx = optax.adamw(schedule)
     """)
     facts = ModuleFacts(cst.parse_module(src), "x.py", text=src)
-    sf = schedule_facts(facts)
+    sf = facts.schedule_analysis
     (use, schedule), = sf.lr_schedules()
     return sf, schedule
 

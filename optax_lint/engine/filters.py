@@ -18,12 +18,12 @@ from __future__ import annotations
 from typing import Optional
 
 from optax_lint.core.catalogue import RuleSpec
-from optax_lint.facts.file_role import declares_context, is_test_file
+from optax_lint.facts.file_role import is_test_file
 
 
 def silenced_in_file(spec: Optional[RuleSpec], facts) -> bool:
     """The rule is not run on this file."""
-    return spec is not None and spec.silent_in_tests and is_test_file(facts.path) and not declares_context(facts)
+    return spec is not None and spec.silent_in_tests and is_test_file(facts.path) and not facts.declares_context
 
 
 def drop_intended(findings: list, facts, catalogue: dict[str, RuleSpec]) -> list:

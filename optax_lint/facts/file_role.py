@@ -96,7 +96,7 @@ def belongs_to(path: Optional[str], library: str) -> bool:
 
 def declares_context(facts) -> bool:
     """Whether the user declared any of the file's run context (command line, pragma or config)."""
-    return facts.memo("context_declared", lambda f: any(v.declared for v in f.run_context.values.values()))
+    return any(v.declared for v in facts.run_context.values.values())
 
 
 def display_path(path: str, root: Optional[str] = None) -> str:

@@ -22,14 +22,18 @@ from optax_lint.facts.pipelines.updates import (
 from optax_lint.facts.schedules.calls import Schedule, ScheduleExtractor
 from optax_lint.syntax.arguments import named_arg
 from optax_lint.syntax.names import NameResolver, qualified_name
+from optax_lint.syntax.positions import Positions
 from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, collect
 
 if TYPE_CHECKING:  # the topic modules load on first use of their fact
     from optax_lint.facts.api_currency import CurrencyFacts
     from optax_lint.facts.checkpoints.sites import CheckpointFacts
+    from optax_lint.facts.context.models import ModelIndex
     from optax_lint.facts.masks.extract import MaskSite
     from optax_lint.facts.masks.param_tree import ParamTree, StackSite
     from optax_lint.facts.parallel.steps import ParallelFacts
+    from optax_lint.facts.project.files import Project
+    from optax_lint.facts.schedules.analysis import ScheduleFacts
     from optax_lint.facts.state.access import StateFacts
 
 
@@ -56,7 +60,8 @@ class ModuleFacts:
         # context, kept across the run's files (None: this module's own).
         self.project_files = project_files
         self.positions = None  # set by the engine: source positions, resolved only on demand
-        self._memo: dict[str, object] = {}
+        # A project module's ModuleConfig (facts/project/evaluate.py), built on first read.
+        self.module_config = None
         self.raw: RawFacts = collect(module)
         self.names = NameResolver(self.api)
         self.builder = PipelineBuilder(self.raw, self.api, self.names)
@@ -69,14 +74,6 @@ class ModuleFacts:
 
         return display_path(self.path, self.root)
 
-    def memo(self, key: str, compute):
-        """Per-module cache for facts derived in other modules (rule families'
-        own extractors), so they are computed once however many rules read them."""
-        if key not in self._memo:
-            self._memo[key] = compute(self)
-        return self._memo[key]
-
-    # -- topic facts: each built on first use, once per module ------------------
     @functools.cached_property
     def used_as_optimizer(self) -> set[int]:
         """ids of the `Pipeline.call` of every pipeline used as the optimizer."""
@@ -149,6 +146,47 @@ class ModuleFacts:
         from optax_lint.facts.masks.model_sources import declares_pytorch_names
 
         return declares_pytorch_names(self)
+
+    @functools.cached_property
+    def schedule_analysis(self) -> ScheduleFacts:
+        """What the schedules do over the run: LR uses, horizons, drive sites."""
+        from optax_lint.facts.schedules.analysis import build_schedule_analysis
+
+        return build_schedule_analysis(self)
+
+    @functools.cached_property
+    def project(self) -> Project:
+        """The user's project as this file sees it: the modules it imports, read once per run."""
+        from optax_lint.facts.project.files import Project
+
+        return Project(self)
+
+    @functools.cached_property
+    def model_index(self) -> ModelIndex:
+        """The model classes this file defines or imports, for the architecture."""
+        from optax_lint.facts.context.models import ModelIndex
+
+        return ModelIndex(self)
+
+    @functools.cached_property
+    def training_region(self):
+        """A predicate on scopes: inside the code that trains (see context/region.py)."""
+        from optax_lint.facts.context.region import find_training_region
+
+        return find_training_region(self)
+
+    @functools.cached_property
+    def declares_context(self) -> bool:
+        """Whether the user declared any of the run context (command line, pragma, config)."""
+        from optax_lint.facts.file_role import declares_context
+
+        return declares_context(self)
+
+    @functools.cached_property
+    def source_positions(self) -> Positions:
+        """Positions of this file's nodes: the engine's when it set them, else built here
+        (a project module read for the context)."""
+        return self.positions if self.positions is not None else Positions(self.module, self.text)
 
     @functools.cached_property
     def intended_blocks(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -267,6 +305,11 @@ class ModuleFacts:
                 site = UpdateSite("update", record, func.value, pipeline)
                 sites.append(site)
         return sites
+
+    @functools.cached_property
+    def update_calls(self) -> set[cst.Call]:
+        """The calls of every update site, for membership tests."""
+        return {site.call for site in self.update_sites}
 
     @functools.cached_property
     def consumers(self) -> list[Consumer]:

@@ -17,7 +17,6 @@ import libcst as cst
 
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
-from optax_lint.facts.schedules.analysis import schedule_facts
 from optax_lint.recommend.fmt import py_number
 from optax_lint.recommend.request import Request, RequestError
 from optax_lint.syntax.nodes import node_text
@@ -127,7 +126,7 @@ _KINDS = {
 
 
 def _schedule(pipeline: Pipeline, facts: ModuleFacts) -> dict:
-    sf = schedule_facts(facts)
+    sf = facts.schedule_analysis
     for use, schedule in sf.lr_schedules():
         if use.pipeline is not pipeline:
             continue

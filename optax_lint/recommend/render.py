@@ -9,9 +9,9 @@ from typing import Optional
 from optax_lint.core.catalogue import PROTOCOL_DOC
 from optax_lint.recommend import advice, codegen
 from optax_lint.recommend.decide import Recommendation
-from optax_lint.recommend.memory import SHARDING_SNIPPET, Memory, size_text
 from optax_lint.recommend.fmt import arch_phrase, count_text
 from optax_lint.recommend.fmt import py_number as _n
+from optax_lint.recommend.memory import SHARDING_SNIPPET, Memory, size_text
 
 # The docs/protocol.md section behind each table.
 ANCHORS = {"optimizer": "optimizer", "weight decay": "weight-decay", "schedule": "learning-rate-schedule", "warmup": "warmup",

@@ -22,6 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from optax_lint.core.diagnostics import Span
 from optax_lint.syntax.walker import children
 
+
 def parse_ast(text: str) -> ast.Module:
     """`ast.parse`, quietly (no SyntaxWarnings about the user's code)."""
     with warnings.catch_warnings():

@@ -27,9 +27,8 @@ def _params_tree(facts):
     tree = facts.model_tree
     if tree is not None and tree.leaves:
         return tree
-    from optax_lint.facts.project.files import project_of
 
-    for module in project_of(facts).imported_modules(("flax",)):
+    for module in facts.project.imported_modules(("flax",)):
         tree = module.model_tree
         if tree is not None and tree.leaves:
             return tree

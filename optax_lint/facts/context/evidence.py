@@ -10,7 +10,6 @@ import libcst as cst
 
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
-from optax_lint.facts.project.files import project_of
 from optax_lint.facts.project.found import Found, Origin
 from optax_lint.syntax.values import Unknown
 from optax_lint.syntax.walker import Scope
@@ -23,11 +22,16 @@ class Evidence:
         self.facts = facts
         self.context = None  # the RunContext being inferred
         self._evaluator: Optional[ConfigEvaluator] = None
+        # Indexes the field readers share, each built on first use (one Evidence per file).
+        self.binding_names: Optional[dict] = None  # name -> [(scope, written name)]
+        self.attribute_reads: Optional[dict] = None  # attribute -> [(expr, scope)]
+        self.step_functions: Optional[set] = None  # functions that step an optimizer, and their callers
+        self.training_loops: Optional[list] = None  # (loop, step call) of loops around a train step
 
     @property
     def ev(self) -> ConfigEvaluator:
         if self._evaluator is None:
-            self._evaluator = ConfigEvaluator(self.facts, project_of(self.facts))
+            self._evaluator = ConfigEvaluator(self.facts, self.facts.project)
         return self._evaluator
 
     # -- helpers ----------------------------------------------------------
@@ -54,7 +58,9 @@ class Evidence:
         """A value bound to (or read as a config attribute named) one of `names`."""
         facts = self.facts
         candidates: list[Found] = []
-        index = facts.memo("context_binding_names", _binding_names)
+        if self.binding_names is None:
+            self.binding_names = _binding_names(facts)
+        index = self.binding_names
         for name in names:
             for s, written in index.get(name, ()):
                 found = self.ev.name(written, s)
@@ -67,7 +73,7 @@ class Evidence:
                     candidates.append(Found(found.value, found.confidence, found.origin, found.detail or code_text(expr)))
         if not candidates:
             # Flags and command-line options the file defines, read or not through an attribute.
-            mc = config_of(facts, project_of(facts))
+            mc = config_of(facts, facts.project)
             for table in (mc.flags, mc.argparse):
                 for name, found in table.items():
                     if name.lower() in names and positive_int(found.value):
@@ -96,7 +102,9 @@ class Evidence:
                             _collect_attrs(binding.value, binding.scope, out)
             return out
 
-        table = facts.memo("context_attribute_reads", compute)
+        if self.attribute_reads is None:
+            self.attribute_reads = compute(None)
+        table = self.attribute_reads
         seen = set()
         for name in names:
             for expr, scope in table.get(name, ()):

@@ -33,7 +33,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from optax_lint.facts.context.devices import infer_batch_global, infer_batch_per_device, infer_devices
+from optax_lint.facts.context.devices import (
+    infer_batch_global,
+    infer_batch_per_device,
+    infer_devices,
+)
 from optax_lint.facts.context.evidence import Evidence
 from optax_lint.facts.context.loops import infer_steps
 from optax_lint.facts.context.models import infer_arch

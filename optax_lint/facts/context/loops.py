@@ -54,12 +54,14 @@ def _step_functions(inf: Evidence) -> set:
                         callers.add(scope.node)
         return scopes | callers
 
-    return facts.memo("context_step_functions", compute)
+    if inf.step_functions is None:
+        inf.step_functions = compute(None)
+    return inf.step_functions
 
 
 def _is_step_call(inf: Evidence, call: cst.Call, scope: Scope, depth: int = 0) -> bool:
     facts = inf.facts
-    sites = facts.memo("context_update_calls", lambda f: {site.call for site in f.update_sites})
+    sites = facts.update_calls
     if call in sites:
         return True
     func = call.func
@@ -104,7 +106,9 @@ def training_loops(inf: Evidence):
                     found[loop.node] = (loop, record.node)
         return [found[loop.node] for loop in facts.raw.loops if loop.node in found]
 
-    return facts.memo("context_training_loops", compute)
+    if inf.training_loops is None:
+        inf.training_loops = compute(None)
+    return inf.training_loops
 
 
 def _loop_count(inf: Evidence, loop) -> tuple[object, str]:

@@ -13,9 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.evidence import Evidence
-from optax_lint.facts.context.region import training_region
 from optax_lint.facts.context.run_context import ContextValue
-from optax_lint.facts.project.files import project_of
 from optax_lint.facts.project.found import Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.walker import Scope
@@ -189,9 +187,6 @@ def _enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
     return None
 
 
-def model_index(facts) -> ModelIndex:
-    return facts.memo("context_models", ModelIndex)
-
 
 def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Signal, str]]:
     """(arch, deciding signal, confidence) from layer signals, then class names."""
@@ -219,10 +214,10 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
 
 def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     facts = inf.facts
-    index = model_index(facts)
+    index = facts.model_index
     # Only the model the training code builds counts: a `*Transformer*` mock or
     # class elsewhere in the file says nothing about this optimizer.
-    keep = training_region(facts)
+    keep = facts.training_region
     signals: list[Signal] = [s for s in index.direct if keep(s.scope)]
     imports: list[tuple[str, cst.CSTNode]] = [(q, n) for q, n, scope in index.used_imports if keep(scope)]
     names: list[str] = []
@@ -270,11 +265,11 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
 def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]:
     facts = inf.facts
     short = qual.rsplit(".", 1)[-1]
-    project = project_of(facts)
+    project = facts.project
     found = project.module_of(qual, facts, [short])
     if found is not None and len(found[1]) == 1:
         module, rest = found
-        index = model_index(module)
+        index = module.model_index
         if rest[0] in index.classes:
             signals, _, reached = index.closure(rest[0])
             out = [s for s in signals]

@@ -11,12 +11,12 @@ from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import Scope
 
 
-def training_region(facts):
+def find_training_region(facts):
     """A predicate on scopes: inside the functions that train (use an optimizer:
     update sites, TrainState/nnx.Optimizer consumers), the local functions they call
     and the functions that call them, or at module level. Everything passes when the
     file shows no training code (its context comes from elsewhere)."""
-    return facts.memo("context_training_region", _training_region)
+    return _training_region(facts)
 
 
 def _outermost_function(scope: Optional[Scope]) -> Optional[Scope]:

@@ -12,11 +12,15 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.context.evidence import Evidence, code_text, last_name, positive_int, shortened
-from optax_lint.facts.context.region import training_region
+from optax_lint.facts.context.evidence import (
+    Evidence,
+    code_text,
+    last_name,
+    positive_int,
+    shortened,
+)
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
-from optax_lint.facts.project.files import project_of
 from optax_lint.facts.project.found import Found, Origin, weaker
 
 _RESTORE = frozenset(
@@ -38,7 +42,7 @@ _FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim",
 def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
     facts = inf.facts
     restores = []
-    keep = training_region(facts)
+    keep = facts.training_region
     for record in facts.raw.calls:
         last = last_name(record.node.func)
         if last not in _RESTORE or not keep(record.scope):
@@ -105,7 +109,7 @@ def _size_groups(inf: Evidence):
                         group[arg.keyword.value] = found
             yield group
     # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
-    project = project_of(facts)
+    project = facts.project
     modules = [facts]
     for module in modules + (project.imported_modules(_L_NAMES) if project.file else []):
         mc = config_of(module, project)

@@ -17,10 +17,9 @@ def declares_pytorch_names(facts) -> bool:
     """Whether this file, or a project module it imports, declares a parameter with a
     PyTorch-style name (`self.param("weight", ...)`, `self.weight = nnx.Param(...)`)."""
 
-    from optax_lint.facts.project.config import project_of
 
     texts = [facts.text or ""]
-    project = project_of(facts)
+    project = facts.project
     texts += [project.text_of(path) or "" for path in project.imported_paths()]
     return any(_DECLARES_PYTORCH_NAME.search(text) for text in texts)
 
@@ -31,9 +30,8 @@ def project_stacks(facts) -> list:
     found = [(facts, s) for s in facts.stacked_layers]
     if found:
         return found
-    from optax_lint.facts.project.config import project_of
 
-    for module in project_of(facts).imported_modules(("scan", "vmap", "layer_stack")):
+    for module in facts.project.imported_modules(("scan", "vmap", "layer_stack")):
         found.extend((module, s) for s in module.stacked_layers)
         if found:
             break

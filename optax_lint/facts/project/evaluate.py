@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 
 import libcst as cst
 
-from optax_lint.facts.project.files import Project, project_of
+from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.facts.project.sources import (
     ClassInfo,
@@ -38,7 +38,11 @@ _CONFIG_ROOT = re.compile(
 
 
 def config_of(facts, project: Project) -> ModuleConfig:
-    return facts.memo("context_config", lambda f: ModuleConfig(f, project, _replay_get_config))
+    """The config sources `facts`' module defines, read once (the first reader's project
+    serves later ones: one run has one project)."""
+    if facts.module_config is None:
+        facts.module_config = ModuleConfig(facts, project, _replay_get_config)
+    return facts.module_config
 
 
 def _replay_get_config(config: ModuleConfig) -> dict[tuple, Found]:
@@ -211,7 +215,7 @@ class ConfigEvaluator(Evaluator):
     def __init__(self, facts, project: Optional[Project] = None, local_config: Optional["MlBuilder"] = None) -> None:
         super().__init__((_PROJECT, LOCAL_NAMES))
         self.facts = facts
-        self.project = project if project is not None else project_of(facts)
+        self.project = project if project is not None else facts.project
         self.local_config = local_config  # the get_config() being replayed, if any
 
     # -- results ------------------------------------------------------------------

@@ -320,9 +320,6 @@ def _import_qualnames(facts) -> Iterator[str]:
                     yield binding.qualname
 
 
-def project_of(facts) -> Project:
-    return facts.memo("context_project", Project)
-
 
 
 def defines_get_config(facts) -> bool:

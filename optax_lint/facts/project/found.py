@@ -30,12 +30,7 @@ class Origin:
 
 
 def line_of(facts, node: cst.CSTNode) -> int:
-    positions = getattr(facts, "positions", None)
-    if positions is None:
-        from optax_lint.syntax.positions import Positions
-
-        positions = facts.memo("context_positions", lambda f: Positions(f.module, f.text))
-    return positions.span(node).line
+    return facts.source_positions.span(node).line
 
 
 @dataclass

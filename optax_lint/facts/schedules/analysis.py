@@ -332,11 +332,8 @@ class ScheduleFacts:
         return out
 
 
-def schedule_facts(facts) -> ScheduleFacts:
-    return facts.memo("schedule_facts", _build)
 
-
-def _build(facts) -> ScheduleFacts:
+def build_schedule_analysis(facts) -> ScheduleFacts:
     shapes = ScheduleShapes(facts)
     uses = []
     for pipeline in facts.pipelines:
@@ -505,7 +502,7 @@ class DriveSite:
 
 
 def drive_sites(facts) -> list[DriveSite]:
-    sf = schedule_facts(facts)
+    sf = facts.schedule_analysis
     if sf.drive_sites is None:
         sf.drive_sites = _drive_sites(facts, sf.read)
     return sf.drive_sites

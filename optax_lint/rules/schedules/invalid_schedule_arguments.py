@@ -3,7 +3,7 @@ turns into a constant (warmup_constant_schedule(0.0, peak, 0) trains at LR 0 for
 
 from __future__ import annotations
 
-from optax_lint.facts.schedules.analysis import is_number, schedule_facts
+from optax_lint.facts.schedules.analysis import is_number
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.schedules.wording import fmt, schedule_name
@@ -13,7 +13,7 @@ class InvalidScheduleArguments(Rule):
     code = "OPX305"
 
     def check(self, ctx: Context) -> None:
-        sf = schedule_facts(ctx.facts)
+        sf = ctx.facts.schedule_analysis
         for schedule in ctx.facts.schedules:
             for node, detail in self._problems(sf, schedule):
                 ctx.report(node if node is not None else schedule.call, schedule=schedule_name(schedule), detail=detail)

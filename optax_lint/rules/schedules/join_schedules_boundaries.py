@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from optax_lint.facts.schedules.analysis import Shape, is_number, schedule_facts
+from optax_lint.facts.schedules.analysis import Shape, is_number
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.schedules.wording import fmt, schedule_name
@@ -15,7 +15,7 @@ class JoinSchedulesBoundaries(Rule):
     code = "OPX306"
 
     def check(self, ctx: Context) -> None:
-        sf = schedule_facts(ctx.facts)
+        sf = ctx.facts.schedule_analysis
         for schedule in ctx.facts.schedules:
             if schedule.key != "join_schedules":
                 continue

@@ -19,7 +19,6 @@ from optax_lint.facts.schedules.analysis import (
     context_value,
     is_number,
     provenance,
-    schedule_facts,
 )
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule, describe
@@ -77,7 +76,7 @@ class MissingWarmup(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         constant = [
             u for u in sf.lr_uses
             if u.constant and not u.injected and not u.self_scheduling and not u.opaque and u.node.call is not None

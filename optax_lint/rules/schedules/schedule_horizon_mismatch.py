@@ -16,7 +16,6 @@ from optax_lint.facts.schedules.analysis import (
     is_number,
     provenance,
     same_code,
-    schedule_facts,
 )
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule
@@ -34,7 +33,7 @@ class ScheduleHorizonMismatch(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         pairs = sf.lr_schedules()
         if not pairs:
             return

@@ -14,7 +14,6 @@ from optax_lint.facts.schedules.analysis import (
     factors,
     is_number,
     same_code,
-    schedule_facts,
 )
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule
@@ -29,7 +28,7 @@ class ScheduleInMicrosteps(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         for use, schedule in sf.lr_schedules():
             ms = use.multisteps
             if ms is None or ms.args is None:

@@ -11,7 +11,6 @@ from optax_lint.facts.schedules.analysis import (
     context_value,
     is_number,
     provenance,
-    schedule_facts,
 )
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.schedules.regime import fine_tune_entry
@@ -33,7 +32,7 @@ class ScheduleKindForLength(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         pairs = sf.lr_schedules()
         if not pairs:
             return

@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.schedules.analysis import LrUse, schedule_facts
+from optax_lint.facts.schedules.analysis import LrUse
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.facts.schedules.usage import schedule_name_usage
 from optax_lint.rules.base import Context, Rule, describe
@@ -27,7 +27,7 @@ class UnusedSchedule(Rule):
         facts = ctx.facts
         if not facts.schedules:
             return
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         if any(a.node.attr.value == "hyperparams" for a in facts.raw.attributes):
             return
         uses = [u for u in sf.lr_uses if not u.self_scheduling]

@@ -13,7 +13,6 @@ from optax_lint.facts.schedules.analysis import (
     context_value,
     is_number,
     provenance,
-    schedule_facts,
 )
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule
@@ -36,7 +35,7 @@ class WarmupLength(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
-        sf = schedule_facts(facts)
+        sf = facts.schedule_analysis
         warmups = []
         for use, schedule in sf.lr_schedules():
             shape = sf.shapes.shape(schedule)

@@ -53,7 +53,7 @@ class NdimMaskWithScannedLayers(Rule):
 def _where(facts, module_facts, node: cst.CSTNode) -> str:
     import os
 
-    from optax_lint.facts.project.config import line_of
+    from optax_lint.facts.project.found import line_of
 
     here = os.path.dirname(os.path.abspath(facts.path))
     return f"{os.path.relpath(os.path.abspath(module_facts.path), here)}:{line_of(module_facts, node)}"
