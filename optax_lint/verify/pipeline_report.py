@@ -30,6 +30,7 @@ class PipelineReport:
     results: list[dict] = field(default_factory=list)
     schedules: dict = field(default_factory=dict)
     error: str = ""
+    assumed: list[str] = field(default_factory=list)  # "args.lr = 0.0003, the default of --lr at train.py:9"
 
     def property(self, check: str) -> Optional[dict]:
         wanted = _PROPERTY_OF_CHECK[check]
@@ -48,4 +49,5 @@ class PipelineReport:
             "results": self.results,
             "schedules": self.schedules,
             "error": self.error or None,
+            "assumed": self.assumed,
         }

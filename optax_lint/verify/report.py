@@ -126,11 +126,13 @@ def verify_module(facts: ModuleFacts, worker, *, only: Optional[set] = None) -> 
         try:
             spec = builder.build(pipeline.call, pipeline.record.scope)
         except NotVerifiable as exc:
+            report.assumed = [str(a) for a in builder.assumed]
             report.verifiable = False
             report.reason = exc.reason
             report.reason_span = positions.span(exc.node) if exc.node is not None else None
             reports.append(report)
             continue
+        report.assumed = [str(a) for a in builder.assumed]
         checks, extra = _checks_for(pipeline, facts)
         response = worker.request({"op": "verify", "spec": spec, "checks": checks, **extra})
         if response.get("error") and not response.get("built"):
@@ -152,14 +154,18 @@ def render(reports: list[PipelineReport]) -> str:
     lines = []
     for report in reports:
         where = f"{report.path}:{report.span.line}:{report.span.column}"
+        assumed = [f"  assumed: {item}" for item in report.assumed]
         if not report.verifiable:
             at = f" (at {report.path}:{report.reason_span.line}:{report.reason_span.column})" if report.reason_span else ""
             lines.append(f"{where}: {report.name}: not verifiable: {report.reason}{at}")
+            lines.extend(assumed)
             continue
         if report.error:
             lines.append(f"{where}: {report.name}: {report.error}")
+            lines.extend(assumed)
             continue
         lines.append(f"{where}: {report.name}")
+        lines.extend(assumed)
         rows = [("property", "expected", "measured", "")] + [
             (r["property"], r.get("expected", ""), r.get("measured", ""), {True: "✓", False: "✗", None: "?"}[r.get("ok")])
             for r in report.results

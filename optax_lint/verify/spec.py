@@ -4,7 +4,9 @@ spec alone; the user's file is never executed, imported, compiled or evaluated.
 
 Anything that is not a whitelisted optax call or a static value (a user function, an
 attribute of a user object, `__import__(...)`, `open(...)`) makes the pipeline "not
-verifiable", with the reason and the node where the trail stopped.
+verifiable", with the reason and the node where the trail stopped. A setting read from
+argparse, absl flags or a config module is a static value too: its declared or default
+value is substituted and listed in `assumed` (verify/assumed.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from optax_lint.facts.module import ModuleFacts
 from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.values import Unknown, single_binding, value_of
 from optax_lint.syntax.walker import Scope
+from optax_lint.verify.assumed import Assumption, AssumedValues
 
 # Kinds of optax callables the worker may construct.
 ALLOWED_KINDS = ("alias", "transform", "wrapper", "schedule")
@@ -38,10 +41,22 @@ class SpecBuilder:
     def __init__(self, facts: ModuleFacts) -> None:
         self.facts = facts
         self.api: OptaxApi = facts.api
+        self.settings = AssumedValues(facts)
+
+    @property
+    def assumed(self) -> list[Assumption]:
+        """The settings assumed by the last build()."""
+        return self.settings.assumed
 
     def build(self, expr: cst.BaseExpression, scope: Scope) -> Spec:
         """The spec of `expr`, or raise NotVerifiable."""
+        self.settings.assumed = []
         return self._expr(expr, scope, 0)
+
+    def value(self, expr: cst.BaseExpression, scope: Scope) -> Any:
+        """The static value of `expr`, with settings assumed, or Unknown."""
+        value = value_of(expr, scope)
+        return self.settings.value(expr, scope) if isinstance(value, Unknown) else value
 
     # -- expressions ------------------------------------------------------
     def _expr(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> Spec:
@@ -57,7 +72,7 @@ class SpecBuilder:
             if isinstance(expr, cst.Name) and expr.value not in ("True", "False", "None"):
                 binding, reason = single_binding(expr.value, scope)
                 if binding is None:
-                    value = value_of(expr, scope)
+                    value = self.value(expr, scope)
                     if isinstance(value, Unknown):
                         raise NotVerifiable(f"'{expr.value}': {reason}", expr)
                     return _literal(value, expr)
@@ -78,7 +93,10 @@ class SpecBuilder:
             return {"dict": pairs}
         value = value_of(expr, scope)
         if isinstance(value, Unknown):
-            raise NotVerifiable(f"not a static value ({value.reason})", expr)
+            assumed = self.settings.value(expr, scope)
+            if isinstance(assumed, Unknown):
+                raise NotVerifiable(f"not a static value ({value.reason})", expr)
+            value = assumed
         return _literal(value, expr)
 
     def _api_key(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
@@ -102,7 +120,7 @@ class SpecBuilder:
             return {**outer, "then": {"args": args, "kwargs": kwargs}}
         key = self._api_key(func, scope)
         if key is None:
-            value = value_of(call, scope)  # min(2000 * NUM_DEVICES, 2500): a static value, not a call to run
+            value = self.value(call, scope)  # min(2000 * NUM_DEVICES, 2500): a static value, not a call to run
             if not isinstance(value, Unknown):
                 return _literal(value, call)
             name = node_code(func)
