@@ -27,6 +27,7 @@ class ScheduleSeries:
     steps: list[int]
     values: list[float]
     marks: dict[str, int] = field(default_factory=dict)  # "warmup end" -> step
+    assumed: list[str] = field(default_factory=list)  # settings read as their defaults, with where
 
 
 def _int(value) -> Optional[int]:
@@ -35,22 +36,35 @@ def _int(value) -> Optional[int]:
     return int(value)
 
 
-def schedule_marks(schedule: Schedule) -> dict[str, int]:
+def _values_of(schedule: Schedule, builder: Optional[SpecBuilder]):
+    """The schedule's argument values: as written, or with settings assumed by `builder`."""
+    if builder is None:
+        return schedule.value
+
+    def value(param: str):
+        expr = schedule.args.expr(param)
+        return builder.value(expr, schedule.scope) if expr is not None else schedule.value(param)
+
+    return value
+
+
+def schedule_marks(schedule: Schedule, builder: Optional[SpecBuilder] = None) -> dict[str, int]:
     marks = {}
-    warmup = _int(schedule.value("warmup_steps")) if "warmup_steps" in schedule.entry.params else None
+    value = _values_of(schedule, builder)
+    warmup = _int(value("warmup_steps")) if "warmup_steps" in schedule.entry.params else None
     if warmup:
         marks["warmup end"] = warmup
     if "decay_steps" in schedule.entry.params:
-        decay = _int(schedule.value("decay_steps"))
+        decay = _int(value("decay_steps"))
         if decay:
             marks["decay end"] = decay
     if schedule.key in ("linear_schedule", "polynomial_schedule"):
-        steps = _int(schedule.value("transition_steps"))
-        begin = _int(schedule.value("transition_begin")) or 0
+        steps = _int(value("transition_steps"))
+        begin = _int(value("transition_begin")) or 0
         if steps:
             marks["decay end"] = begin + steps
     if schedule.key == "join_schedules":
-        bounds = schedule.value("boundaries")
+        bounds = value("boundaries")
         if isinstance(bounds, (list, tuple)):
             for i, b in enumerate(bounds):
                 if _int(b) is not None:
@@ -58,17 +72,17 @@ def schedule_marks(schedule: Schedule) -> dict[str, int]:
     return marks
 
 
-def schedule_length(schedule: Schedule) -> Optional[int]:
+def schedule_length(schedule: Schedule, builder: Optional[SpecBuilder] = None) -> Optional[int]:
     """The step where the schedule reaches its final value, from its own arguments.
 
     A join_schedules ends where its last piece ends: the last boundary plus that
     piece's length, which is the sum of the pieces when the boundaries agree with them.
     """
     if schedule.key != "join_schedules":
-        marks = [step for name, step in schedule_marks(schedule).items()]
+        marks = [step for name, step in schedule_marks(schedule, builder).items()]
         return max(marks) if marks else None
-    lengths = [schedule_length(piece) for piece in schedule.pieces]
-    bounds = schedule.value("boundaries")
+    lengths = [schedule_length(piece, builder) for piece in schedule.pieces]
+    bounds = _values_of(schedule, builder)("boundaries")
     if isinstance(bounds, (list, tuple)) and bounds and schedule.pieces and len(schedule.pieces) == len(bounds) + 1:
         last = _int(bounds[-1])
         if last is not None and lengths[-1] is not None:
@@ -98,9 +112,11 @@ def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = N
             spec = builder.build(schedule.call, schedule.scope)
         except NotVerifiable as exc:
             problems.append(f"{label}: not drawable: {exc.reason}")
+            problems.extend(f"  assumed: {item}" for item in builder.assumed)
             continue
-        marks = schedule_marks(schedule)
-        length = schedule_length(schedule)
+        marks = schedule_marks(schedule, builder)
+        length = schedule_length(schedule, builder)
+        assumed = [str(a) for a in builder.assumed]
         if schedule.key == "join_schedules" and length:
             marks["schedule end"] = length
         if total_steps:
@@ -113,7 +129,7 @@ def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = N
         if "samples" not in response:
             problems.append(f"{label}: {response.get('error', 'could not be sampled')}")
             continue
-        series.append(ScheduleSeries(label, steps, response["samples"], marks))
+        series.append(ScheduleSeries(label, steps, response["samples"], marks, assumed))
     return series, problems
 
 
@@ -123,6 +139,36 @@ def _fmt(value: float) -> str:
     if abs(value) >= 1e4 or abs(value) < 1e-3:
         return f"{value:.2e}"
     return f"{value:.4g}"
+
+
+def _tick(value: float) -> str:
+    """A round axis value as written in code: 0, 1e-4, 2.5e-4, 0.01, 0.5, 3."""
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-2 or abs(value) >= 1e5:
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    return f"{value:.6g}"
+
+
+def nice_ticks(lo: float, hi: float, count: int = 4) -> list[float]:
+    """Round values (1, 2, 2.5 or 5 times a power of ten apart) spanning lo..hi."""
+    span = hi - lo
+    raw = span / max(1, count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+    # Samples are float32: 1e-3 comes back as 0.0010000000475, which is still 1e-3.
+    first = math.floor(lo / step + 1e-5)
+    last = math.ceil(hi / step - 1e-5)
+    return [round(k * step, 12) for k in range(first, last + 1)]
+
+
+def grouped_marks(marks: dict[str, int]) -> list[tuple[str, int]]:
+    """Marks that fall on one step, named together ("decay end, training end"), by step."""
+    names: dict[int, list[str]] = {}
+    for name, step in sorted(marks.items(), key=lambda kv: kv[1]):
+        names.setdefault(step, []).append(name)
+    return [(", ".join(group), step) for step, group in names.items()]
 
 
 def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> str:
@@ -139,6 +185,9 @@ def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> s
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if hi == lo:
         hi = lo + (abs(lo) or 1.0)
+    # The axis spans round values, so its labels read as the numbers in the code.
+    ticks = nice_ticks(lo, hi)
+    lo, hi = ticks[0], ticks[-1]
 
     def row(v: float) -> int:
         return round((v - lo) / (hi - lo) * (height - 1)) if math.isfinite(v) else 0
@@ -163,16 +212,17 @@ def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> s
             grid[y][x] = "╰"
             for k in range(y + 1, prev):
                 grid[k][x] = "│"
-    labelled = (0, (height - 1) // 2, height - 1)
-    labels = {r: _fmt(lo + (hi - lo) * r / (height - 1)) for r in labelled}
+    labels: dict[int, str] = {}
+    for tick in ticks:  # two ticks on one row (a short chart): the first keeps it
+        labels.setdefault(row(tick), _tick(tick))
     label_width = max(len(text) for text in labels.values())
-    lines = [series.label]
+    lines = [series.label] + [f"  assumed: {item}" for item in series.assumed]
     for r in range(height - 1, -1, -1):
         label = labels.get(r, "")
         lines.append(f"{label:>{label_width}} ┤{''.join(grid[r])}")
     axis = [" "] * width
     legend = []
-    for name, step in sorted(series.marks.items(), key=lambda kv: kv[1]):
+    for name, step in grouped_marks(series.marks):
         x = min(width - 1, round(step / last * (width - 1)))
         axis[x] = "┬"
         index = steps.index(step) if step in steps else min(range(len(steps)), key=lambda i: abs(steps[i] - step))
@@ -206,7 +256,7 @@ def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:
     fig, axes = plt.subplots(len(series_list), 1, figsize=(8, 3 * len(series_list)), squeeze=False)
     for ax, series in zip(axes[:, 0], series_list):
         ax.plot(series.steps, series.values)
-        for name, step in series.marks.items():
+        for name, step in grouped_marks(series.marks):
             ax.axvline(step, linestyle="--", linewidth=0.8)
             ax.annotate(name, (step, max(series.values)), rotation=90, fontsize=7, va="top")
         ax.set_title(series.label, fontsize=8)
