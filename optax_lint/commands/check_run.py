@@ -112,8 +112,9 @@ class CheckRun:
         if self.verify and fmt != "json" and outcome.verification:
             from optax_lint.verify.report import render as render_verification
 
-            click.echo("\nVerification (chains built under JAX from the extracted spec; your file was not run):")
-            click.echo(render_verification(outcome.verification), nl=False)
+            fixed = " of the fixed code" if self.options.fix else ""
+            click.echo(f"\nVerification{fixed} (chains built under JAX from the extracted spec; your file was not run):", err=to_stderr)
+            click.echo(render_verification(outcome.verification), nl=False, err=to_stderr)
 
     def _print_diff(self, outcome: Outcome) -> int:
         diffs = [r.diff for r in sorted(outcome.results, key=lambda r: r.path) if r.diff]

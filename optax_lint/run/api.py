@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
-from optax_lint.core.meta import IO_ERROR, meta_finding
+from optax_lint.core.meta import IO_ERROR, SYNTAX_ERROR, meta_finding
 from optax_lint.core.source import (
     SourceError,
     SourceFile,
@@ -125,6 +125,11 @@ def lint_file(
                     source.text, shown, codes, options_by_code, context=declared, root=root, project_files=project_files
                 ).findings
                 result.findings.append(meta_finding(IO_ERROR, shown, f"not fixed: {exc}"))
+    if options.verify_worker is not None and not any(f.code in (IO_ERROR, SYNTAX_ERROR) for f in result.findings):
+        from optax_lint.verify.report import verify_text
+
+        # The evidence is of the fixed chains: what --fix writes, or what --diff proposes.
+        result.verification = verify_text(fixed.text, shown, options.verify_worker)
     return result, text, fixed.internal_errors + len(fixed.dropped)
 
 
