@@ -185,9 +185,14 @@ def render_chart(series: ScheduleSeries, width: int = 72, height: int = 12) -> s
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if hi == lo:
         hi = lo + (abs(lo) or 1.0)
-    # The axis spans round values, so its labels read as the numbers in the code.
-    ticks = nice_ticks(lo, hi)
+    # The axis spans round values, so its labels read as the numbers in the code; each
+    # sits exactly on a row: the chart drops the rows (at most a few) that do not divide.
+    for count in (4, 3, 2):
+        ticks = nice_ticks(lo, hi, count)
+        if len(ticks) - 1 <= height - 1:
+            break
     lo, hi = ticks[0], ticks[-1]
+    height = (height - 1) // (len(ticks) - 1) * (len(ticks) - 1) + 1
 
     def row(v: float) -> int:
         return round((v - lo) / (hi - lo) * (height - 1)) if math.isfinite(v) else 0
