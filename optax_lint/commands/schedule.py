@@ -28,6 +28,7 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
     from optax_lint.reporters import ReportOptions, use_color
     from optax_lint.reporters.concise import header
     from optax_lint.run import api
+    from optax_lint.run.per_file import declared_context
     from optax_lint.verify.plot import (
         plot_text,
         png_unavailable,
@@ -63,9 +64,11 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
                         click.echo(header(finding, shown))
                     unreadable += 1
                     continue
-                total = steps if steps is not None else _context_steps(text, result.path)
+                context = declared_context(path, settings, api.RunOptions())
+                total = steps if steps is not None else _context_steps(text, result.path, context)
                 try:
-                    drawn, undrawable = plot_text(text, result.path, worker, total_steps=total)
+                    drawn, undrawable = plot_text(text, result.path, worker, context=context, root=str(settings.root),
+                                                  total_steps=total)
                 except Exception as exc:  # never a traceback: say which file, and go on
                     drawn, undrawable = [], [f"{result.path}: not drawable: {type(exc).__name__}: {exc}"]
                 series.extend(drawn)
@@ -91,14 +94,14 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
     sys.exit(1 if unreadable or broken or (problems and not series) else 0)
 
 
-def _context_steps(text: str, path: str) -> Optional[int]:
+def _context_steps(text: str, path: str, context: dict) -> Optional[int]:
     """The run's length from the file's run context, when known."""
     try:
         import libcst as cst
 
         from optax_lint.facts.module import ModuleFacts
 
-        value = ModuleFacts(cst.parse_module(text), path, text=text).run_context.value("steps")
+        value = ModuleFacts(cst.parse_module(text), path, text=text, declared_context=context).run_context.value("steps")
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     except Exception:
         return None

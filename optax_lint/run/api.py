@@ -93,7 +93,7 @@ def lint_file(
         if options.verify_worker is not None and run.module is not None:
             from optax_lint.verify.report import verify_text
 
-            result.verification = verify_text(source.text, shown, options.verify_worker)
+            result.verification = verify_text(source.text, shown, options.verify_worker, context=declared, root=root)
         return result, source.text, run.internal_errors
     fixed = engine.fix_text(
         source.text, shown, codes, options_by_code, unsafe=options.unsafe_fixes, show_traceback=options.show_traceback,
@@ -129,7 +129,7 @@ def lint_file(
         from optax_lint.verify.report import verify_text
 
         # The evidence is of the fixed chains: what --fix writes, or what --diff proposes.
-        result.verification = verify_text(fixed.text, shown, options.verify_worker)
+        result.verification = verify_text(fixed.text, shown, options.verify_worker, context=declared, root=root)
     return result, text, fixed.internal_errors + len(fixed.dropped)
 
 

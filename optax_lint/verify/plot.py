@@ -273,6 +273,8 @@ def write_png(series_list: list[ScheduleSeries], path: str) -> Optional[str]:
     return None
 
 
-def plot_text(text: str, path: str, worker, **kwargs) -> tuple[list[ScheduleSeries], list[str]]:
-    facts = ModuleFacts(cst.parse_module(text), path, text=text)
+def plot_text(text: str, path: str, worker, *, context: Optional[dict] = None, root: Optional[str] = None,
+              **kwargs) -> tuple[list[ScheduleSeries], list[str]]:
+    """`context`: the run context declared for the file, whose values come first."""
+    facts = ModuleFacts(cst.parse_module(text), path, text=text, declared_context=context, root=root)
     return collect_series(facts, worker, **kwargs)

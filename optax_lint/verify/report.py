@@ -145,8 +145,9 @@ def verify_module(facts: ModuleFacts, worker, *, only: Optional[set] = None) -> 
     return reports
 
 
-def verify_text(text: str, path: str, worker) -> list[PipelineReport]:
-    facts = ModuleFacts(cst.parse_module(text), path, text=text)
+def verify_text(text: str, path: str, worker, *, context: Optional[dict] = None, root: Optional[str] = None) -> list[PipelineReport]:
+    """`context`: the run context declared for the file, whose values come first."""
+    facts = ModuleFacts(cst.parse_module(text), path, text=text, declared_context=context, root=root)
     return verify_module(facts, worker)
 
 
