@@ -93,6 +93,7 @@ def test_schedule_draws_with_the_assumed_values(drawn: str) -> None:
         "3e-4", "2e-4", "1e-4", "0"
     ]
     assert "┬ decay end, training end: step 10,000 (lr 0)" in drawn
+    assert "assumed: training end = 10,000 steps, the run context's steps, inferred from argparse_train.py:48" in chart
     flags = _chart(drawn, "schedule = cosine_decay_schedule(...) at absl_flags/train.py:17")
     assert "assumed: FLAGS.total_steps = 2000, the default of flag --total_steps at absl_flags/train.py:10" in flags
     config = _chart(drawn, "schedule = warmup_cosine_decay_schedule(...) at ml_config/train.py:13")

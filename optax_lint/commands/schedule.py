@@ -65,10 +65,10 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
                     unreadable += 1
                     continue
                 context = declared_context(path, settings, api.RunOptions())
-                total = steps if steps is not None else _context_steps(text, result.path, context)
+                total, source = (steps, "") if steps is not None else _context_steps(text, result.path, context)
                 try:
                     drawn, undrawable = plot_text(text, result.path, worker, context=context, root=str(settings.root),
-                                                  total_steps=total)
+                                                  total_steps=total, total_source=source)
                 except Exception as exc:  # never a traceback: say which file, and go on
                     drawn, undrawable = [], [f"{result.path}: not drawable: {type(exc).__name__}: {exc}"]
                 series.extend(drawn)
@@ -94,14 +94,17 @@ def schedule(paths: tuple[str, ...], png: Optional[Path], steps: Optional[int], 
     sys.exit(1 if unreadable or broken or (problems and not series) else 0)
 
 
-def _context_steps(text: str, path: str, context: dict) -> Optional[int]:
-    """The run's length from the file's run context, when known."""
+def _context_steps(text: str, path: str, context: dict) -> tuple[Optional[int], str]:
+    """The run's length from the file's run context, when known, and where it comes from."""
     try:
         import libcst as cst
 
         from optax_lint.facts.module import ModuleFacts
 
-        value = ModuleFacts(cst.parse_module(text), path, text=text, declared_context=context).run_context.value("steps")
-        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        entry = ModuleFacts(cst.parse_module(text), path, text=text, declared_context=context).run_context.get("steps")
+        value = entry.value if entry is not None else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None, ""
+        return int(value), f"the run context's steps, {entry.cite()}"
     except Exception:
-        return None
+        return None, ""

@@ -99,8 +99,10 @@ def top_level_schedules(facts: ModuleFacts) -> list[Schedule]:
     return [s for s in schedules if s.call not in pieces]
 
 
-def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = None, points: int = 160):
-    """(series, problems): sampled schedules, and why others could not be drawn."""
+def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = None, total_source: str = "",
+                   points: int = 160):
+    """(series, problems): sampled schedules, and why others could not be drawn.
+    `total_source`: where the training length comes from, when it is read from the code."""
     positions = Positions(facts.module)
     builder = SpecBuilder(facts)
     series, problems = [], []
@@ -117,6 +119,8 @@ def collect_series(facts: ModuleFacts, worker, *, total_steps: Optional[int] = N
         marks = schedule_marks(schedule, builder)
         length = schedule_length(schedule, builder)
         assumed = [str(a) for a in builder.assumed]
+        if total_steps and total_source:
+            assumed.append(f"training end = {total_steps:,} steps, {total_source}")
         if schedule.key == "join_schedules" and length:
             marks["schedule end"] = length
         if total_steps:
