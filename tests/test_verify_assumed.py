@@ -130,3 +130,29 @@ def test_fix_verify_prints_the_verification_of_the_fixed_chain(tmp_path: Path) -
     assert "Verification of the fixed code" in proc.stdout
     clipped = next(line for line in proc.stdout.splitlines() if "reaches the optimizer clipped" in line)
     assert clipped.rstrip().endswith("✓"), proc.stdout
+
+
+def test_axis_ticks_are_round_even_for_float32_samples() -> None:
+    from optax_lint.verify.plot import nice_ticks
+
+    assert nice_ticks(0.0, 0.0003000000142492354) == [0.0, 0.0001, 0.0002, 0.0003]
+    assert nice_ticks(0.0, 0.000287) == [0.0, 0.0001, 0.0002, 0.0003]
+    assert nice_ticks(0.0, 0.0010000000474974513) == [0.0, 0.0005, 0.001]
+
+
+def test_a_constant_of_a_project_module_is_assumed_with_its_place(tmp_path: Path) -> None:
+    import libcst as cst
+
+    from optax_lint.facts.module import ModuleFacts
+    from optax_lint.verify.spec import SpecBuilder
+
+    (tmp_path / "settings.py").write_text("LR = 3e-4\nSTEPS = 1000\n")
+    text = "import optax\nfrom settings import LR\nimport settings\n\ntx = optax.adamw(optax.cosine_decay_schedule(LR, settings.STEPS))\n"
+    (tmp_path / "train.py").write_text(text)
+    facts = ModuleFacts(cst.parse_module(text), str(tmp_path / "train.py"), text=text, root=str(tmp_path))
+    builder = SpecBuilder(facts)
+    spec = builder.build(facts.pipelines[0].call, facts.pipelines[0].record.scope)
+    assert spec["args"][0]["args"] == [{"lit": 0.0003}, {"lit": 1000}]
+    assumed = [str(a) for a in builder.assumed]
+    assert [a.split(",")[0] for a in assumed] == ["LR = 0.0003", "settings.STEPS = 1000"]
+    assert assumed[0].endswith("settings.py:1") and assumed[1].endswith("settings.py:2")

@@ -4,8 +4,8 @@ value a config module's `get_config()` sets (read across files, facts/project/).
 
 Nothing is run: the project evaluator reads the defaults as written. Each assumed value
 is reported with where it comes from, since the run may well override it. Only
-attribute paths on config objects (`args.lr`, `FLAGS.lr`, `config.lr`) are assumed;
-any other unknown value keeps the verifier's "not verifiable" with its reason.
+attribute paths on config objects (`args.lr`, `FLAGS.lr`, `config.lr`) and constants
+of project modules (`from settings import LR`) are assumed; any other unknown value keeps the verifier's "not verifiable" with its reason.
 """
 
 from __future__ import annotations
@@ -39,12 +39,19 @@ class _Recording(ConfigEvaluator):
 
     def __init__(self, facts) -> None:
         super().__init__(facts, facts.project)
-        self.seen: list[tuple[cst.Attribute, Found]] = []
+        self.seen: list[tuple[str, Found]] = []  # (as the code reads it, its value)
 
     def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
         result = super().project_expression(expr, scope, depth)
         if isinstance(expr, cst.Attribute) and isinstance(result, Found):
-            self.seen.append((expr, result))
+            self.seen.append((node_code(expr), result))
+        return result
+
+    def imported(self, qualname: str, names: list[str], depth: int):
+        """A constant of a project module (`from settings import LR`)."""
+        result = super().imported(qualname, names, depth)
+        if isinstance(result, Found) and not names:
+            self.seen.append((qualname.rsplit(".", 1)[-1], result))
         return result
 
 
@@ -69,11 +76,11 @@ class AssumedValues:
             return found
         if not evaluator.seen:
             return Unknown("not a static value")
-        for node, leaf in evaluator.seen:
+        for name, leaf in evaluator.seen:
             if leaf.confidence == "low":
-                return Unknown(f"{node_code(node)}: {leaf.detail or 'only a guess'}")
-        for node, leaf in evaluator.seen:
-            self._note(Assumption(node_code(node), leaf.value, _source(leaf)))
+                return Unknown(f"{name}: {leaf.detail or 'only a guess'}")
+        for name, leaf in evaluator.seen:
+            self._note(Assumption(name, leaf.value, _source(leaf)))
         return found.value
 
     def _declared(self, expr: cst.BaseExpression) -> Optional[Any]:
@@ -107,4 +114,4 @@ def _source(found: Found) -> str:
         return f"the {detail}{at}"
     if detail.startswith("config."):
         return f"set by get_config(){at}"
-    return f"{detail or 'written'}{at}"
+    return f"defined{at}"

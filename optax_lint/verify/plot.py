@@ -160,7 +160,7 @@ def nice_ticks(lo: float, hi: float, count: int = 4) -> list[float]:
     span = hi - lo
     raw = span / max(1, count - 1)
     power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-5))
     # Samples are float32: 1e-3 comes back as 0.0010000000475, which is still 1e-3.
     first = math.floor(lo / step + 1e-5)
     last = math.ceil(hi / step - 1e-5)
