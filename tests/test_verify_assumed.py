@@ -7,7 +7,6 @@ written. Through the real entry point, one process per command for all three fix
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 from pathlib import Path
 

@@ -5,7 +5,8 @@ value a config module's `get_config()` sets (read across files, facts/project/).
 Nothing is run: the project evaluator reads the defaults as written. Each assumed value
 is reported with where it comes from, since the run may well override it. Only
 attribute paths on config objects (`args.lr`, `FLAGS.lr`, `config.lr`) and constants
-of project modules (`from settings import LR`) are assumed; any other unknown value keeps the verifier's "not verifiable" with its reason.
+of project modules (`from settings import LR`) are assumed; any other unknown value
+keeps the verifier's "not verifiable" with its reason.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from optax_lint.syntax.walker import Scope
 class Assumption:
     name: str  # as the code reads it: "args.learning_rate"
     value: Any
-    source: str  # "the default of --learning-rate at train.py:13"
+    source: str  # "the default of --learning_rate at train.py:13"
 
     def __str__(self) -> str:
         return f"{self.name} = {self.value!r}, {self.source}"
 
 
 class _Recording(ConfigEvaluator):
-    """The project evaluator, noting each attribute path it resolves."""
+    """The project evaluator, noting each setting it reads: attribute paths, imported constants."""
 
     def __init__(self, facts) -> None:
         super().__init__(facts, facts.project)
