@@ -28,8 +28,6 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
 
@@ -47,6 +45,20 @@ _CANNOT = re.compile(r"^# cannot-run: (.+?)\s*$")
 # Fixed fixtures that still do not run, each with the reason (a finding about the fix,
 # kept visible here rather than hidden by unmarking the fixture): path -> why.
 EXPECTED_FAILURES: dict[str, str] = {
+    "OPX405/bad_create_not_replicated.py":
+        "still raises after the fix: a NamedSharding over P('batch') is applied to a rank-0 "
+        "value (ValueError: only valid for values of rank at least 1); not yet diagnosed",
+    "OPX604/bad_tree_set_scheduled.py":
+        "no fix is offered; tree_set of a scheduled hyperparameter still fails under jit "
+        "(AttributeError: DynamicJaxprTracer has no attribute count)",
+    "OPX609/bad_update_without_value.py":
+        "no fix is offered; reduce_on_plateau's update still lacks value= (TypeError)",
+    "OPX701/bad_moved_optax_names.py":
+        "the renames are fixed, but optax.hessian_diag was removed with no replacement "
+        "(AttributeError after the fix)",
+    "OPX704/bad_pmap_legacy_replication.py":
+        "jax.device_put_replicated has no fix (the table gives only a hint: device_put with a "
+        "NamedSharding), so the call still raises AttributeError",
 }
 
 
@@ -105,11 +117,9 @@ def _run_batches(paths: list[Path]) -> dict[str, dict]:
         return {row["path"]: row for rows in pool.map(run, chunks) for row in rows}
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> dict[str, dict[str, dict]]:
+def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
     """fixture name -> {"before"|"fix"|"unsafe": {"outcome", "detail"}}. A variant the
     fixes left unchanged is not run again: it has the outcome of the text it equals."""
-    base = tmp_path_factory.mktemp("fixture_runs")
     copies: dict[tuple[str, str], Path] = {}  # (name, text) -> the copy that runs it
     plan: dict[str, dict[str, Path]] = {}
     for fixture in _runnable():
@@ -138,21 +148,34 @@ def test_headers_are_well_formed() -> None:
         assert _header(FIXTURES / name)[0] == "runs", f"{name} is listed as an expected failure but not runnable"
 
 
-@pytest.mark.parametrize("fixture", _runnable(), ids=_name)
-def test_fixture_runs_before_and_after_fix(fixture: Path, outcomes) -> None:
+def _problems(fixture: Path, runs: dict[str, dict]) -> list[str]:
     name = _name(fixture)
     declared = _header(fixture)[1]
-    runs = outcomes[name]
     before, safe, unsafe = (runs[v]["outcome"] for v in ("before", "fix", "unsafe"))
-    assert before == declared, f"{name}: declared {declared!r}, ran {before!r}: {runs['before']['detail']}"
+    if before != declared:
+        return [f"{name}: declared {declared!r}, ran {before!r}: {runs['before']['detail']}"]
     if name in EXPECTED_FAILURES:
-        assert unsafe != "ok", f"{name} runs after the fix now: drop it from EXPECTED_FAILURES"
-        return
+        return [f"{name} runs after the fix now: drop it from EXPECTED_FAILURES"] if unsafe == "ok" else []
     if fixture.name.startswith("good_"):
-        assert safe == unsafe == "ok", f"{name}: the fixes broke a good fixture: {runs}"
-        return
-    assert unsafe == "ok", f"{name}: does not run after --fix --unsafe-fixes: {runs['unsafe']['detail']}"
-    assert safe in ("ok", before), f"{name}: --fix made it fail differently: {runs['fix']['detail']}"
+        return [] if safe == unsafe == "ok" else [f"{name}: the fixes broke a good fixture: {runs}"]
+    if unsafe != "ok":
+        return [f"{name}: does not run after --fix --unsafe-fixes: {runs['unsafe']['detail']}"]
+    if safe not in ("ok", before):
+        return [f"{name}: --fix made it fail differently: {runs['fix']['detail']}"]
+    return []
+
+
+def test_fixtures_run_before_and_after_fix(tmp_path: Path) -> None:
+    # One test, not one per fixture: under xdist every worker would otherwise run the
+    # whole set again for its share of the parameters.
+    outcomes = _outcomes(tmp_path)
+    text = _report(outcomes)
+    if UPDATE:
+        REPORT.write_text(text, encoding="utf-8")
+    problems = [p for fixture in _runnable() for p in _problems(fixture, outcomes[_name(fixture)])]
+    assert not problems, "\n".join(problems)
+    assert REPORT.exists() and REPORT.read_text(encoding="utf-8") == text, (
+        "fixtures/RUNS.md is stale: OPTAX_LINT_UPDATE_SNAPSHOTS=1 pytest tests/test_fixture_runs.py")
 
 
 def _report(outcomes: dict[str, dict[str, dict]]) -> str:
@@ -189,12 +212,3 @@ def _report(outcomes: dict[str, dict[str, dict]]) -> str:
         lines += ["", "Cannot run standalone:", ""]
         lines += [f"- {_name(p)}: {why}" for p, why in cannot]
     return "\n".join(lines) + "\n"
-
-
-def test_report_is_current(outcomes) -> None:
-    text = _report(outcomes)
-    if UPDATE:
-        REPORT.write_text(text, encoding="utf-8")
-        return
-    assert REPORT.exists() and REPORT.read_text(encoding="utf-8") == text, (
-        "fixtures/RUNS.md is stale: OPTAX_LINT_UPDATE_SNAPSHOTS=1 pytest tests/test_fixture_runs.py")
