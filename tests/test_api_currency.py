@@ -533,6 +533,61 @@ def test_removed_private_module_fix_is_unsafe() -> None:
     assert fix(text, unsafe=True) == "from optax import clip_by_global_norm\n"
 
 
+def test_private_name_moved_is_an_error_with_safe_fix() -> None:
+    text = "from optax._src.transform import OptState, GradientTransformation\n"
+    [finding] = lint(text)
+    assert finding.severity is Severity.ERROR
+    assert finding.message == (
+        "`from optax._src.transform import OptState, GradientTransformation` imports from "
+        f"optax._src.transform, which no longer defines OptState, GradientTransformation "
+        f"(ImportError in optax {TABLE['versions']['optax']}): use optax.OptState, "
+        "optax.GradientTransformation (matched by name: the public name it moved to)")
+    assert fix(text) == "from optax import OptState, GradientTransformation\n"
+
+
+def test_private_name_moved_through_module_alias() -> None:
+    text = """
+        import optax
+        import optax._src.transform as t
+        state: t.OptState = None
+    """
+    [finding] = lint(text)
+    assert finding.severity is Severity.ERROR
+    assert finding.message.startswith(
+        "t.OptState (optax._src.transform.OptState) reaches into optax._src.transform, which no "
+        f"longer defines OptState (AttributeError in optax {TABLE['versions']['optax']})")
+    assert "state: optax.OptState = None" in fix(text)
+
+
+def test_private_name_still_defined_is_the_warning() -> None:
+    text = "from optax._src.transform import ScaleByAdamState\n"
+    [finding] = lint(text)
+    assert finding.severity is Severity.WARNING
+    assert "which is private optax API, free to move between releases" in finding.message
+    assert fix(text) == "from optax import ScaleByAdamState\n"
+
+
+def test_private_names_table_is_what_the_modules_define() -> None:
+    _libraries()
+    import importlib as il
+
+    for module, names in TABLE["private_names"].items():
+        defined = {a for a in vars(il.import_module(module)) if not a.startswith("_")}
+        assert set(names) == defined, module
+    assert "OptState" not in TABLE["private_names"]["optax._src.transform"]
+
+
+@pytest.mark.parametrize("name", ["bad_private_name_moved", "bad_private_name_moved_module_alias"])
+def test_fixed_moved_name_fixture_runs(name: str) -> None:
+    _libraries()
+    fixture = REPO / "fixtures" / "OPX702" / f"{name}.py"
+    fixed = REPO / "fixtures" / "OPX702" / f"{name}.fixed.py"
+    before = subprocess.run([sys.executable, str(fixture)], capture_output=True, text=True, timeout=300)
+    assert before.returncode != 0 and ("ImportError" in before.stderr or "AttributeError" in before.stderr)
+    after = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr[-2000:]
+
+
 def test_nnx_update_linked_through_call_sites_only() -> None:
     findings = lint("""
         import optax

@@ -532,16 +532,14 @@ def _public_objects(optax: types.ModuleType) -> tuple[dict[int, list[str]], dict
     return {k: sorted(v, key=rank) for k, v in paths.items()}, objects
 
 
-def build_private(optax: types.ModuleType) -> dict[str, str]:
-    """`optax._src.alias.adamw` -> `optax.adamw`: private paths of public objects
-    (identity-checked), preferring a public home with the same leaf name."""
-    public, objects = _public_objects(optax)
-    out: dict[str, str] = {}
+def _private_modules(optax: types.ModuleType) -> list[tuple[str, types.ModuleType]]:
+    """Every importable private optax module (tests and test helpers left out)."""
     # From the files: optax/_src has no __init__.py, so pkgutil does not walk into it.
     root = Path(optax.__file__).resolve().parent
     names = sorted(
         ".".join(("optax",) + f.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
         for f in root.rglob("*.py"))
+    out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in names:
@@ -550,18 +548,34 @@ def build_private(optax: types.ModuleType) -> dict[str, str]:
                     or "test_utils" in parts[-1] or parts[-1] == "conftest":
                 continue
             try:
-                module = importlib.import_module(name)
+                out.append((name, importlib.import_module(name)))
             except Exception:  # pragma: no cover - optional dependencies of a private module
                 continue
-            for attr, obj in sorted(vars(module).items()):
-                if attr.startswith("_") or id(obj) not in public or objects[id(obj)] is not obj:
-                    continue
-                homes = public[id(obj)]
-                same_leaf = [h for h in homes if h.rpartition(".")[2] == attr]
-                if isinstance(obj, TYPING_ALIAS_TYPES) and not same_leaf:
-                    continue  # a typing alias is only "the same" under its own name
-                out[f"{name}.{attr}"] = (same_leaf or homes)[0]
     return out
+
+
+def build_private(optax: types.ModuleType) -> dict[str, str]:
+    """`optax._src.alias.adamw` -> `optax.adamw`: private paths of public objects
+    (identity-checked), preferring a public home with the same leaf name."""
+    public, objects = _public_objects(optax)
+    out: dict[str, str] = {}
+    for name, module in _private_modules(optax):
+        for attr, obj in sorted(vars(module).items()):
+            if attr.startswith("_") or id(obj) not in public or objects[id(obj)] is not obj:
+                continue
+            homes = public[id(obj)]
+            same_leaf = [h for h in homes if h.rpartition(".")[2] == attr]
+            if isinstance(obj, TYPING_ALIAS_TYPES) and not same_leaf:
+                continue  # a typing alias is only "the same" under its own name
+            out[f"{name}.{attr}"] = (same_leaf or homes)[0]
+    return out
+
+
+def build_private_names(optax: types.ModuleType) -> dict[str, list[str]]:
+    """`optax._src.transform` -> the names it defines: importing any other name from it
+    fails (`from optax._src.transform import OptState` is an ImportError in 0.2.8)."""
+    return {name: sorted(a for a in vars(module) if not a.startswith("_"))
+            for name, module in _private_modules(optax)}
 
 
 def build_removed_private_modules() -> dict[str, str]:
@@ -671,6 +685,7 @@ def build_table() -> dict[str, Any]:
         "nnx_optimizer": build_nnx(),
         "removed_private_modules": build_removed_private_modules(),
         "private": build_private(optax),
+        "private_names": build_private_names(optax),
     }
 
 
@@ -701,6 +716,7 @@ def render(table: dict[str, Any]) -> str:
         "# [nnx_optimizer]: what flax's nnx.Optimizer does with the pre-0.11 call forms.",
         "# [removed_private_modules]: optax._src modules older code imports, now gone.",
         "# [private]: private optax path -> the public path of the same object.",
+        "# [private_names]: every name each importable private optax module defines.",
         "",
         "[versions]",
     ]
@@ -725,6 +741,8 @@ def render(table: dict[str, Any]) -> str:
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["removed_private_modules"].items()]
     out += ["", "[private]"]
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["private"].items()]
+    out += ["", "[private_names]"]
+    out += [f"{_key(k)} = {_value(v)}" for k, v in table["private_names"].items()]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

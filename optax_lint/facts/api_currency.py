@@ -81,6 +81,7 @@ class ArgumentEntry:
 class PrivateTarget:
     public: str  # public dotted path of the same object
     removed_module: str  # "" or the observed ModuleNotFoundError of a vanished module
+    missing_name: bool = False  # the module exists but no longer defines the name
 
 
 def _recipe(raw: Optional[dict]) -> Optional[CallRecipe]:
@@ -125,6 +126,14 @@ class CurrencyTable:
         self.nnx: dict = dict(table.get("nnx_optimizer", {}))
         self.private: dict[str, str] = dict(table.get("private", {}))
         self.removed_private_modules: dict[str, str] = dict(table.get("removed_private_modules", {}))
+        self.private_names: dict[str, frozenset[str]] = {
+            module: frozenset(names) for module, names in table.get("private_names", {}).items()}
+        # Leaf -> its public spelling, from the identity-checked [private] rows (these
+        # also cover the typing aliases, OptState, Params, that optax_api.toml leaves out).
+        homes: dict[str, set[str]] = {}
+        for public in self.private.values():
+            homes.setdefault(public.rsplit(".", 1)[1], set()).add(public)
+        self.public_leaf: dict[str, str] = {leaf: next(iter(p)) for leaf, p in homes.items() if len(p) == 1}
         self.leaves = frozenset(p.rsplit(".", 1)[-1] for p in self.entries)
         # Text prefilter: a table path is spelled as `.leaf` or in an import statement;
         # a private optax path as `optax(.x)*._y` or `from optax(.x)* import _y`.
@@ -159,6 +168,12 @@ class CurrencyTable:
             public = self._public_by_leaf(leaf)
             if public is not None:
                 return PrivateTarget(public, observed)
+        defined = self.private_names.get(module)
+        if defined is not None and leaf not in defined:
+            # The module is still there but the name moved (OptState went to base).
+            public = self._public_by_leaf(leaf) or self.public_leaf.get(leaf)
+            if public is not None:
+                return PrivateTarget(public, "", missing_name=True)
         return None
 
     def _public_by_leaf(self, leaf: str) -> Optional[str]:

@@ -34,27 +34,42 @@ class PrivateOptaxImport(Rule):
             self._import_from(ctx, refs, table)
 
     @staticmethod
-    def _state(module: str, removed: str, table: CurrencyTable) -> str:
+    def _state(module: str, removed: str, table: CurrencyTable, missing: tuple[str, ...] = (),
+               error: str = "ImportError") -> str:
         if removed:
             return f"no longer exists ({exception_name(removed)} in {table.version_of('optax')})"
+        if missing:
+            names = ", ".join(missing)
+            return f"no longer defines {names} ({error} in {table.version_of('optax')})"
         return "is private optax API, free to move between releases"
+
+    @staticmethod
+    def _advice(target_publics: str, removed: bool, missing: bool, many: bool) -> str:
+        if removed:
+            return f"use {target_publics} (matched by name: the old module is gone)"
+        if missing:
+            return f"use {target_publics} (matched by name: the public name it moved to)"
+        return f"use {target_publics}, the same {'objects' if many else 'object'}"
 
     def _attribute(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
         target = ref.private
         module = ref.qualname.rsplit(".", 1)[0]
         new = spell(target.public, ref.scope) if import_safe(ctx.facts.path, target.public) else None
         fix = fixes.replace(ref.node, new) if new is not None else None
+        leaf = ref.qualname.rsplit(".", 1)[1]
+        missing = (leaf,) if target.missing_name else ()
         finding = ctx.report(
             ref.node,
             subject=f"{code_text(ref.node)} ({ref.qualname})",
-            state=f"reaches into {module}, which {self._state(module, target.removed_module, table)}",
-            advice=f"use {target.public}" + (" (matched by name: the old module is gone)"
-                                             if target.removed_module else ", the same object"),
+            state=f"reaches into {module}, which {self._state(module, target.removed_module, table, missing, 'AttributeError')}",
+            advice=self._advice(target.public, bool(target.removed_module), target.missing_name, False),
             fix=fix,
             fix_title=f"Replace with {target.public}" if fix is not None else None,
             applicability=(Applicability.UNSAFE if target.removed_module else Applicability.SAFE) if fix is not None else None,
         )
-        finding.severity = severity(bool(target.removed_module))
+        # A missing name fails like a missing module; the public name it moved to is the
+        # one a working program spells, so its fix stays safe.
+        finding.severity = severity(bool(target.removed_module) or target.missing_name)
 
     def _module_import(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
         finding = ctx.report(
@@ -70,6 +85,7 @@ class PrivateOptaxImport(Rule):
         node = first.import_node
         module = first.qualname.rsplit(".", 1)[0]
         removed = next((r.private.removed_module for r in refs if r.private.removed_module), "")
+        missing = tuple(r.qualname.rsplit(".", 1)[1] for r in refs if r.private.missing_name)
         moves = {}
         for ref in refs:
             index = next(i for i, a in enumerate(node.names) if a is ref.node)
@@ -81,12 +97,10 @@ class PrivateOptaxImport(Rule):
         finding = ctx.report(
             first.node,
             subject=f"`{code_text(node, 72)}`",  # the import exactly as written
-            state=f"imports from {module}, which {self._state(module, removed, table)}",
-            advice=f"use {publics}"
-            + (" (matched by name: the old module is gone)" if removed else
-               f", the same {'objects' if len(refs) > 1 else 'object'}"),
+            state=f"imports from {module}, which {self._state(module, removed, table, missing)}",
+            advice=self._advice(publics, bool(removed), bool(missing), len(refs) > 1),
             fix=fix,
             fix_title=f"Import from the public API ({publics})" if fix is not None else None,
             applicability=(Applicability.UNSAFE if removed else Applicability.SAFE) if fix is not None else None,
         )
-        finding.severity = severity(bool(removed))
+        finding.severity = severity(bool(removed) or bool(missing))
