@@ -76,6 +76,26 @@ def test_warm_run_answers_from_the_cache_with_identical_findings(project: Path, 
     assert (cache_dir / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
 
 
+def test_a_cached_finding_keeps_its_help_line(project: Path, tmp_path: Path, monkeypatch) -> None:
+    """The full format's `= help:` line comes from the finding: a warm run prints it too
+    (it used to be dropped for findings without a fix)."""
+    monkeypatch.chdir(project)
+    for p in files(project):
+        bump_mtime(p)
+    settings = load_settings(start=project)
+    cache_dir = tmp_path / "c"
+
+    def helps() -> list[tuple]:
+        outcome = api.run(files(project), settings, api.RunOptions(cache_dir=cache_dir))
+        return [(f.path, f.code, f.help_text) for r in outcome.results for f in r.findings]
+
+    cold = helps()
+    assert any(code == "OPX303" and text for _, code, text in cold)  # a finding without a fix, with help
+    with monkeypatch.context() as m:
+        forbid_linting(m)
+        assert helps() == cold
+
+
 def test_an_edited_file_is_linted_again(project: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(project)
     cache_dir = tmp_path / "c"

@@ -192,6 +192,8 @@ def finding_from_dict(d: dict) -> Finding:
         span=_span(d),
         fix=fix,
         related=[Related(str(r["message"]), _span(r), r.get("path")) for r in d.get("related", [])],
+        help=str(d.get("help") or ""),  # the full format's "= help:" line (a cached finding kept none)
+        evidence=d.get("evidence"),
     )
 
 
