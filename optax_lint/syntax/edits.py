@@ -91,8 +91,12 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 def add_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """Append `name=value`, following the call's layout (one line or one per line)."""
-    args = list(call.args)
-    new = keyword_arg(name, value)
+    return call.with_changes(args=_appended(call, list(call.args), keyword_arg(name, value)))
+
+
+def _appended(call: cst.Call, args: list[cst.Arg], new: cst.Arg) -> list[cst.Arg]:
+    """`args` with `new` last: a trailing comma moves to it, and the argument before it
+    gets the separator the call uses (a space, or a line break in a one-per-line call)."""
     if args:
         last = args[-1]
         if isinstance(last.comma, cst.Comma):
@@ -100,8 +104,7 @@ def add_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Cal
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_separator(call)))
         else:
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    args.append(new)
-    return call.with_changes(args=args)
+    return [*args, new]
 
 
 def _separator(call: cst.Call):
@@ -173,16 +176,8 @@ def insert_positional(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
         index += 1
     new = cst.Arg(value=value)
     if index == len(args):
-        if args:
-            last = args[-1]
-            if isinstance(last.comma, cst.Comma):
-                new = new.with_changes(comma=last.comma)
-                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_separator(call)))
-            else:
-                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new)
-    else:
-        args.insert(index, new.with_changes(comma=cst.Comma(whitespace_after=_separator(call))))
+        return call.with_changes(args=_appended(call, args, new))
+    args.insert(index, new.with_changes(comma=cst.Comma(whitespace_after=_separator(call))))
     return call.with_changes(args=args)
 
 
