@@ -16,6 +16,9 @@ import yaml
 from test_ci_formats import validator
 from test_cli import BAD, GOOD
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("action")
+
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 EXPR = re.compile(r"\$\{\{\s*(inputs\.[\w-]+|steps\.[\w-]+\.outputs\.[\w-]+)\s*\}\}")

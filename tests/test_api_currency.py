@@ -150,6 +150,9 @@ for path, kind, probe in json.loads(sys.argv[1]):
     out[path] = [result, bool(deprecations)]
 # shard_map: the experimental function and its rewrite, on 4 fake CPU devices.
 from jax.sharding import NamedSharding, PartitionSpec as P
+
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("api_currency")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from jax.experimental.shard_map import shard_map as old_shard_map

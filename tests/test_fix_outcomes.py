@@ -19,6 +19,9 @@ import pytest
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("fix_outcomes")
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("OPX*/*.py") if not p.name.endswith(".fixed.py"))
 ALL = {code for code, spec in load_catalogue().items() if spec.default_enabled and spec.family != "meta"}

@@ -30,6 +30,9 @@ from optax_lint.rules import registry
 from optax_lint.run import api
 from tests.test_source import _leftovers
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("fix_safety")
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p for p in (REPO / "fixtures").rglob("*.py") if not p.name.endswith(".fixed.py"))
 ALL_CODES = set(load_catalogue()) | set(registry.load_all())

@@ -93,8 +93,14 @@ def _fixed(text: str, path: Path, unsafe: bool) -> str:
     return engine.fix_text(text, str(path), set(_codes()), unsafe=unsafe).text
 
 
-def _run_batches(paths: list[Path]) -> dict[str, dict]:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+def _run_batches(paths: list[Path], compile_cache: Path) -> dict[str, dict]:
+    # XLA compilation is most of a fixture's run (a 20-step train step: ~5 s of ~8), so:
+    # one persistent compilation cache for every batch of this run (a fixture's variants
+    # share their model's ops), and XLA's cheaper optimisation level (outcomes are the same;
+    # about a fifth less CPU per fixture, measured).
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               JAX_COMPILATION_CACHE_DIR=str(compile_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", JAX_DISABLE_MOST_OPTIMIZATIONS="1")
     env.pop("PYTHONPATH", None)  # the fixtures import jax/optax/flax only, never the linter
     chunks = [paths[i::BATCHES] for i in range(BATCHES)]
 
@@ -134,7 +140,7 @@ def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
                 copy.write_text(body, encoding="utf-8")
                 copies[(name, body)] = copy
             plan.setdefault(name, {})[variant] = copy
-    rows = _run_batches(list(copies.values()))
+    rows = _run_batches(list(copies.values()), base / "jax-compilation-cache")
     return {name: {variant: rows[str(copy)] for variant, copy in variants.items()}
             for name, variants in plan.items()}
 

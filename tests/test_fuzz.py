@@ -25,7 +25,6 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-import hypothesmith
 import libcst as cst
 import pytest
 from click.testing import CliRunner
@@ -37,6 +36,9 @@ from optax_lint.core import meta
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
 from optax_lint.rules import registry
+
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("fuzz")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("OPX*/*.py") if not p.name.endswith(".fixed.py"))
@@ -274,7 +276,15 @@ HEADER = "import jax\nimport optax\nimport optax as ox\nfrom flax.training impor
 
 
 # Built once: each from_grammar() call compiles a Lark parser (~10 s).
-GRAMMAR = hypothesmith.from_grammar()
+def _hypothesmith():
+    # Imported when a fuzz test first draws, not at collection: its import builds the
+    # Python grammar (seconds), which every xdist worker would otherwise pay.
+    import hypothesmith
+
+    return hypothesmith
+
+
+GRAMMAR = st.deferred(lambda: _hypothesmith().from_grammar())
 
 
 @st.composite
@@ -321,7 +331,7 @@ def test_generated_modules_never_crash(source: str) -> None:
 
 
 @fuzz_settings(4)
-@given(hypothesmith.from_node())
+@given(st.deferred(lambda: _hypothesmith().from_node()))
 def test_generated_cst_modules_never_crash(source: str) -> None:
     lint_and_check("import optax\n" + source)
 

@@ -22,6 +22,9 @@ from optax_lint.core.config import ConfigError, load_settings
 from optax_lint.core.globs import IgnoreFile, IgnoreRules, glob_matches
 from optax_lint.run.discovery import is_excluded
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("globs")
+
 PATHSPEC_MAJOR = int(version("pathspec").split(".")[0])
 
 CASES = [

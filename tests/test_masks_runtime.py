@@ -23,6 +23,9 @@ from flax import traverse_util  # noqa: E402
 from optax_lint.facts.masks import expr as mx  # noqa: E402
 from optax_lint.facts.module import ModuleFacts  # noqa: E402
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("masks_runtime")
+
 LINEN_MODEL = textwrap.dedent(
     '''
     import flax.linen as nn

@@ -288,6 +288,9 @@ import json, sys
 import jax
 import orbax.checkpoint as ocp
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("multi_device_runtime")
+
 out = {"devices": jax.device_count()}
 for name in ("replicated", "single"):
     mngr = ocp.CheckpointManager(sys.argv[1] + "/" + name)

@@ -16,6 +16,9 @@ import pytest
 
 from optax_lint.core.catalogue import load_catalogue
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parent.parent
 BAD = textwrap.dedent(
     """\

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("precision")
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "precision" / "precision.py"
 

@@ -13,6 +13,9 @@ import pytest
 
 from optax_lint.core.catalogue import load_catalogue
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("rule_texts")
+
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = ROOT / "docs" / "protocol.md"
 # "seed 000", "seed 2", "seed 004's", "the protocol (seed": references to internal documents.

@@ -16,6 +16,9 @@ import pytest
 
 from tests.test_cli_experience import process, run
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("schedule_verify_cli")
+
 WARMUP_COSINE = textwrap.dedent(
     """\
     import optax

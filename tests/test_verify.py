@@ -26,6 +26,9 @@ from optax_lint.verify.report import verify_text  # noqa: E402
 from optax_lint.verify.runner import Worker  # noqa: E402
 from optax_lint.verify.spec import NotVerifiable, SpecBuilder  # noqa: E402
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("verify")
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "verify"
 

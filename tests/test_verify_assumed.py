@@ -18,10 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "verify" / "assumed"
 SCRIPTS = ["argparse_train.py", "absl_flags/train.py", "ml_config/train.py"]
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None,
-    reason="verify extra not installed",
-)
+pytestmark = [
+    pytest.mark.xdist_group("verify_assumed"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None,
+        reason="verify extra not installed",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,9 @@ from optax_lint.verify.masks import decayed_leaves  # noqa: E402
 from optax_lint.verify.report import render, verify_text  # noqa: E402
 from optax_lint.verify.runner import Worker  # noqa: E402
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("verify_masks")
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "verify" / "masks_transformer.py"
 
