@@ -31,6 +31,9 @@ import pytest
 from optax_lint.core.diagnostics import Severity
 from optax_lint.engine import lint as engine
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("api_currency")
+
 REPO = Path(__file__).resolve().parent.parent
 TABLE_PATH = REPO / "rules" / "api_currency.toml"
 TABLE = tomllib.loads(TABLE_PATH.read_text(encoding="utf-8"))
@@ -151,8 +154,6 @@ for path, kind, probe in json.loads(sys.argv[1]):
 # shard_map: the experimental function and its rewrite, on 4 fake CPU devices.
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("api_currency")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from jax.experimental.shard_map import shard_map as old_shard_map

@@ -18,6 +18,9 @@ import textwrap
 
 import pytest
 
+# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("multi_device_runtime")
+
 pytest.importorskip("jax")
 pytest.importorskip("optax")
 pytest.importorskip("flax")
@@ -288,8 +291,6 @@ import json, sys
 import jax
 import orbax.checkpoint as ocp
 
-# Its module fixtures are costly: one xdist worker computes them once (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("multi_device_runtime")
 
 out = {"devices": jax.device_count()}
 for name in ("replicated", "single"):
