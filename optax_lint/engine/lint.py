@@ -15,6 +15,7 @@ from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
 from optax_lint.engine.filters import drop_intended, silenced_in_file
+from optax_lint.engine.skipped import lint_skipped, unused_noqa
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.rules import registry
 from optax_lint.rules.base import Context
@@ -23,7 +24,6 @@ from optax_lint.syntax.parsing import (
     better_syntax_error,
     cpython_parse,
     parse,
-    quick_syntax_check,
 )
 from optax_lint.syntax.positions import Positions
 
@@ -137,11 +137,7 @@ def lint_text(
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
     rule_codes = prefilter.active_codes(text, codes)
     if not rule_codes:
-        error = quick_syntax_check(text, path, cpython)
-        findings = [error] if error is not None and SYNTAX_ERROR in codes else []
-        if UNUSED_NOQA in codes and error is None:
-            findings += _unused_noqa(suppressions.parse(text), [], path)
-        return LintRun(findings, None)
+        return LintRun(lint_skipped(text, path, codes, cpython), None)
     # The syntax check's tree also gives the source positions (one CPython parse).
     tree, cpython_error, final = cpython or cpython_parse(text, path)
     module, error = (None, cpython_error) if final else parse(text, path)
@@ -163,31 +159,8 @@ def apply_suppressions(text: str, path: str, findings: list[Finding], *, report_
     noqa = suppressions.parse(text)
     kept = [f for f in findings if f.code == INTERNAL_ERROR or not noqa.suppresses(f.code, f.span.line)]
     if report_unused:
-        kept += _unused_noqa(noqa, findings, path)
+        kept += unused_noqa(noqa, findings, path)
     return kept
-
-
-def _unused_noqa(noqa: suppressions.Suppressions, findings: list[Finding], path: str) -> list[Finding]:
-    out = []
-    catalogue = load_catalogue()
-    for entry in noqa.lines.values():
-        if entry.codes is None:
-            continue  # a bare noqa may serve other tools
-        ours = [c for c in entry.codes if c.startswith("OPX")]
-        unused = [c for c in ours if c not in entry.used]
-        if not unused:
-            continue
-        unknown = [c for c in unused if c not in catalogue]
-        detail = ", ".join(unused) + (f" (unknown: {', '.join(unknown)})" if unknown else "")
-        out.append(meta_finding(UNUSED_NOQA, path, f"Unused `noqa` directive for {detail}", entry.line, entry.column, entry.end_column))
-    present = {f.code for f in findings}
-    for line, column, end, codes in noqa.file_comments:
-        if codes is None:
-            continue
-        unused = [c for c in codes if c.startswith("OPX") and c not in present]
-        if unused:
-            out.append(meta_finding(UNUSED_NOQA, path, f"Unused file-level `noqa` for {', '.join(unused)}", line, column, end))
-    return out
 
 
 def fix_text(

@@ -24,6 +24,8 @@ from optax_lint.core.source import (
     read_source,
     write_source,
 )
+from optax_lint.engine import prefilter
+from optax_lint.engine.skipped import lint_skipped
 from optax_lint.run.cache import FixMarker as _Marker
 from optax_lint.run.options import RunOptions
 from optax_lint.run.per_file import (
@@ -75,6 +77,10 @@ def lint_file(
             source = read(path) if read else read_source(path, max_bytes=options.max_file_bytes)
     except SourceError as exc:
         return read_failure(result, exc, codes), None, 0
+    if options.verify_worker is None and not prefilter.active_codes(source.text, codes):
+        # No selected family can fire: a syntax check, without libcst, the facts or a rule.
+        result.findings = lint_skipped(source.text, shown, codes)
+        return result, source.text, 0
     from optax_lint.engine import (
         lint as engine,  # libcst (~0.25 s): a run the cache answers never needs it
     )

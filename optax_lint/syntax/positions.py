@@ -13,21 +13,14 @@ statement) falls back to resolving the whole module once.
 from __future__ import annotations
 
 import ast
-import warnings
 from typing import Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from optax_lint.core.diagnostics import Span
+from optax_lint.syntax.parsing import parse_ast
 from optax_lint.syntax.walker import children
-
-
-def parse_ast(text: str) -> ast.Module:
-    """`ast.parse`, quietly (no SyntaxWarnings about the user's code)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
 
 
 class Positions:
