@@ -15,6 +15,7 @@ from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
 from optax_lint.engine.filters import drop_intended, silenced_in_file
+from optax_lint.engine.large import flagged_text
 from optax_lint.engine.skipped import lint_skipped, unused_noqa
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.rules import registry
@@ -128,10 +129,13 @@ def lint_text(
     root: Optional[str] = None,
     project_files=None,
     cpython: Optional[CpythonParse] = None,
+    large_file_bytes: Optional[int] = None,
 ) -> LintRun:
     """Findings for one source text. `project_files`: the run's ProjectFiles
     (facts/project/files.py), which keeps the project files read across the run;
-    `cpython`: cpython_parse(text, path), when the caller has it."""
+    `cpython`: cpython_parse(text, path), when the caller has it; `large_file_bytes`:
+    over this size, parse with libcst only the top-level statements the prefilter flags
+    (large.py; for a plain lint only: the module returned is not the whole file)."""
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
@@ -140,12 +144,17 @@ def lint_text(
         return LintRun(lint_skipped(text, path, codes, cpython), None)
     # The syntax check's tree also gives the source positions (one CPython parse).
     tree, cpython_error, final = cpython or cpython_parse(text, path)
-    module, error = (None, cpython_error) if final else parse(text, path)
+    parsed_text = text
+    if large_file_bytes is not None and tree is not None and len(text) > large_file_bytes:
+        reduced = flagged_text(text, tree, rule_codes)
+        if reduced is not None:
+            parsed_text, tree = reduced, None  # the positions re-parse the reduced text
+    module, error = (None, cpython_error) if final else parse(parsed_text, path)
     if module is None:
         error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
-        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
+        module, parsed_text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
         project_files=project_files, tree=tree,
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)

@@ -25,6 +25,7 @@ from optax_lint.core.source import (
     write_source,
 )
 from optax_lint.engine import prefilter
+from optax_lint.engine.large import LARGE_FILE_BYTES
 from optax_lint.engine.skipped import lint_skipped
 from optax_lint.run.cache import FixMarker as _Marker
 from optax_lint.run.options import RunOptions
@@ -91,7 +92,7 @@ def lint_file(
     if not (options.fix or options.diff):
         run = engine.lint_text(
             source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root,
-            project_files=project_files,
+            project_files=project_files, large_file_bytes=None if options.with_edits else LARGE_FILE_BYTES,
         )
         if options.with_edits:
             engine.attach_edits(source.text, run)
@@ -301,7 +302,6 @@ def _pooled(work: list[Path], settings: Settings, options: RunOptions, jobs: int
     from concurrent.futures import ProcessPoolExecutor
 
     from optax_lint.core.optax_api import load_api
-    from optax_lint.engine import prefilter
     from optax_lint.rules import registry
 
     # Imports and tables loaded before forking are inherited by the workers, not redone.

@@ -28,6 +28,12 @@ def parse_ast(text: str) -> ast.Module:
         return ast.parse(text)
 
 
+def first_line(node: ast.stmt) -> int:
+    """An `ast` statement's first line in the file: its first decorator's, if any."""
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno] + [d.lineno for d in decorators]) if decorators else node.lineno
+
+
 def parse(text: str, path: str) -> "tuple[Optional[cst.Module], Optional[Finding]]":
     import libcst as cst
 

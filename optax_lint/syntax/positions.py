@@ -19,7 +19,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from optax_lint.core.diagnostics import Span
-from optax_lint.syntax.parsing import parse_ast
+from optax_lint.syntax.parsing import first_line, parse_ast
 from optax_lint.syntax.walker import children
 
 
@@ -69,12 +69,7 @@ class Positions:
             count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
             if cursor + count > len(body):
                 return None
-            first = body[cursor]
-            line = first.lineno
-            decorators = getattr(first, "decorator_list", None)
-            if decorators:
-                line = min([line] + [d.lineno for d in decorators])
-            starts.append(line)
+            starts.append(first_line(body[cursor]))
             cursor += count
         if cursor != len(body):
             return None
@@ -195,12 +190,6 @@ class Positions:
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
-def _first_line(node: ast.stmt) -> int:
-    """The statement's first line in the file: its first decorator's, if any."""
-    decorators = getattr(node, "decorator_list", None)
-    return min([node.lineno] + [d.lineno for d in decorators]) if decorators else node.lineno
-
-
 def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) -> bool:
     """Match libcst statements with their `ast` statements, recording each nested
     statement's (first line, indentation). False on any disagreement."""
@@ -214,7 +203,7 @@ def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) ->
             continue
         if cursor >= len(nodes):
             return False
-        found[id(stmt)] = (_first_line(nodes[cursor]), indent)
+        found[id(stmt)] = (first_line(nodes[cursor]), indent)
         if not _pair_compound(stmt, nodes[cursor], found, indent, unit):
             return False
         cursor += 1
