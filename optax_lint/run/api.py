@@ -7,7 +7,9 @@ atomically only when its fixes re-parse and the file did not change meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import os
 import time
 from dataclasses import dataclass, field
@@ -235,7 +237,31 @@ def _cached(cache, path: Path, settings: Settings, options: RunOptions):
     return (result, text, 0), fkey
 
 
+# Python's cyclic GC runs a young collection every 700 allocations, and each file's
+# parse allocates millions of nodes; every so often a full collection then walks the
+# whole heap, which the run keeps large (the project modules read across files). Over
+# the real corpus that was 37% of a lint's CPU time (12 s of gen-2 walks on 563 files).
+# Collections every 50,000 allocations keep it at the young objects' cost; the cycles
+# a file's facts form are still collected, later.
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
+    with _fewer_collections():  # the pool's workers inherit it at fork
+        return _run(paths, settings, options)
+
+
+def _run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
     outcome = Outcome()
     jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
     cache = _open_cache(settings, options)
