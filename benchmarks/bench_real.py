@@ -47,6 +47,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+from bench_table import env  # noqa: E402  (the checkout first on PYTHONPATH, .pyc files written)
+
 BOUNDS = {
     "cold_j1_x_floor": 1.5,  # cold -j1 CPU / libcst floor CPU
     "jobs_speedup": 1.5,  # cold -j1 wall / cold -jN wall, on 2+ cores
@@ -77,14 +79,6 @@ finally:
     with open(os.environ["BENCH_RSS"], "w") as f:
         json.dump({"peak_kib": _peak()}, f)
 """
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    e.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tool has its .pyc files
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
-    e["OPTAX_LINT_NO_PROGRESS"] = "1"
-    return e
 
 
 def run_cmd(cmd: list[str], cwd: Path, rss: Optional[Path] = None) -> dict:
