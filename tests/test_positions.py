@@ -93,7 +93,7 @@ def test_local_positions_match_provider(text: str) -> None:
     checked = 0
     for stmt in module.body:
         for node in walk(stmt):
-            if isinstance(node, (cst.Call, cst.Name, cst.Arg, cst.SimpleStatementLine, cst.FunctionDef)):
+            if isinstance(node, (cst.Call, cst.Name, cst.Arg, cst.BaseStatement, cst.BaseSuite, cst.Decorator)):
                 rng = expected[node]
                 span = positions.span(node)
                 assert (span.line, span.column, span.end_line, span.end_column) == (
@@ -123,3 +123,35 @@ def test_nested_lines_are_resolved_alone_not_with_their_whole_function() -> None
         assert (span.line, span.column) == (rng.start.line, rng.start.column + 1)
     assert len(positions._simple_local) >= 6  # one small codegen per line holding a call
     assert positions._local.keys() <= {1}  # only `match` and `async for` needed the whole class
+
+
+def test_nested_compound_statements_are_resolved_alone() -> None:
+    """A `with` block inside a test class (what the written-to-fail filter asks for) is
+    resolved alone, not with the whole class."""
+    module = cst.parse_module(NESTED)
+    expected = _expected(module)
+    positions = Positions(module, NESTED)
+    compound = [n for n in walk(module.body[1]) if isinstance(n, (cst.With, cst.If, cst.For, cst.While, cst.Try,
+                                                                     cst.FunctionDef, cst.IndentedBlock))]
+    assert len(compound) > 10
+    for node in compound:
+        if node is module.body[1].body.body[1]:
+            continue  # `def make`, the class's statement: resolved inside the class
+        rng = expected[node]
+        span = positions.span(node)
+        assert (span.line, span.column, span.end_line, span.end_column) == (
+            rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1
+        ), type(node).__name__
+    assert positions._local.keys() <= {1}
+    assert not positions._local or all(id(n) in positions._simple_local for n in compound if isinstance(n, cst.With))
+
+
+def test_decorated_nested_function_is_placed_past_its_decorators() -> None:
+    text = "class T:\n\n    # leading\n    @staticmethod\n    @other(\n        1)\n    def f():\n        return 1\n"
+    module = cst.parse_module(text)
+    method = module.body[0].body.body[0]
+    positions = Positions(module, text)
+    span = positions.span(method)
+    rng = _expected(module)[method]
+    assert (span.line, span.end_line) == (rng.start.line, rng.end.line) == (7, 8)  # libcst starts a function at `def`
+    assert 0 not in positions._local  # the class was not resolved whole

@@ -15,6 +15,8 @@ from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
 from optax_lint.engine.filters import drop_intended, silenced_in_file
+from optax_lint.engine.large import flagged_text
+from optax_lint.engine.skipped import lint_skipped, unused_noqa
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.rules import registry
 from optax_lint.rules.base import Context
@@ -23,7 +25,6 @@ from optax_lint.syntax.parsing import (
     better_syntax_error,
     cpython_parse,
     parse,
-    quick_syntax_check,
 )
 from optax_lint.syntax.positions import Positions
 
@@ -128,28 +129,32 @@ def lint_text(
     root: Optional[str] = None,
     project_files=None,
     cpython: Optional[CpythonParse] = None,
+    large_file_bytes: Optional[int] = None,
 ) -> LintRun:
     """Findings for one source text. `project_files`: the run's ProjectFiles
     (facts/project/files.py), which keeps the project files read across the run;
-    `cpython`: cpython_parse(text, path), when the caller has it."""
+    `cpython`: cpython_parse(text, path), when the caller has it; `large_file_bytes`:
+    over this size, parse with libcst only the top-level statements the prefilter flags
+    (large.py; for a plain lint only: the module returned is not the whole file)."""
     options = options or {}
     # Only rules whose family's triggers occur in the raw text can fire (prefilter.py);
     # a file with none is only checked for syntax errors (CPython's parser, ~0.06x libcst's).
     rule_codes = prefilter.active_codes(text, codes)
     if not rule_codes:
-        error = quick_syntax_check(text, path, cpython)
-        findings = [error] if error is not None and SYNTAX_ERROR in codes else []
-        if UNUSED_NOQA in codes and error is None:
-            findings += _unused_noqa(suppressions.parse(text), [], path)
-        return LintRun(findings, None)
+        return LintRun(lint_skipped(text, path, codes, cpython), None)
     # The syntax check's tree also gives the source positions (one CPython parse).
     tree, cpython_error, final = cpython or cpython_parse(text, path)
-    module, error = (None, cpython_error) if final else parse(text, path)
+    parsed_text = text
+    if large_file_bytes is not None and tree is not None and len(text) > large_file_bytes:
+        reduced = flagged_text(text, tree, rule_codes)
+        if reduced is not None:
+            parsed_text, tree = reduced, None  # the positions re-parse the reduced text
+    module, error = (None, cpython_error) if final else parse(parsed_text, path)
     if module is None:
         error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
-        module, text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
+        module, parsed_text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
         project_files=project_files, tree=tree,
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
@@ -163,31 +168,8 @@ def apply_suppressions(text: str, path: str, findings: list[Finding], *, report_
     noqa = suppressions.parse(text)
     kept = [f for f in findings if f.code == INTERNAL_ERROR or not noqa.suppresses(f.code, f.span.line)]
     if report_unused:
-        kept += _unused_noqa(noqa, findings, path)
+        kept += unused_noqa(noqa, findings, path)
     return kept
-
-
-def _unused_noqa(noqa: suppressions.Suppressions, findings: list[Finding], path: str) -> list[Finding]:
-    out = []
-    catalogue = load_catalogue()
-    for entry in noqa.lines.values():
-        if entry.codes is None:
-            continue  # a bare noqa may serve other tools
-        ours = [c for c in entry.codes if c.startswith("OPX")]
-        unused = [c for c in ours if c not in entry.used]
-        if not unused:
-            continue
-        unknown = [c for c in unused if c not in catalogue]
-        detail = ", ".join(unused) + (f" (unknown: {', '.join(unknown)})" if unknown else "")
-        out.append(meta_finding(UNUSED_NOQA, path, f"Unused `noqa` directive for {detail}", entry.line, entry.column, entry.end_column))
-    present = {f.code for f in findings}
-    for line, column, end, codes in noqa.file_comments:
-        if codes is None:
-            continue
-        unused = [c for c in codes if c.startswith("OPX") and c not in present]
-        if unused:
-            out.append(meta_finding(UNUSED_NOQA, path, f"Unused file-level `noqa` for {', '.join(unused)}", line, column, end))
-    return out
 
 
 def fix_text(

@@ -123,6 +123,11 @@ def _families(codes: Iterable[str]) -> dict[str, list[str]]:
     return out
 
 
+def families_of(codes: Iterable[str]) -> list[str]:
+    """The family packages of the rule codes among `codes`."""
+    return list(_families(set(codes)))
+
+
 def active_codes(text: str, codes: Iterable[str]) -> set[str]:
     """The subset of `codes` whose family triggers occur in `text` (empty: skip the file)."""
     active: set[str] = set()

@@ -6,18 +6,37 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional
-
-import libcst as cst
+import warnings
+from typing import TYPE_CHECKING, Optional
 
 from optax_lint.core.diagnostics import Finding
 from optax_lint.core.meta import SYNTAX_ERROR, meta_finding
-from optax_lint.syntax.positions import parse_ast
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+# libcst (~0.25 s to import) is imported by `parse` on first use: a pre-commit run over
+# files the prefilter rules out only needs CPython's parser (engine/skipped.py).
 
 _CST_AT = re.compile(r"error at (\d+):(\d+)")
 
 
-def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[Finding]]:
+def parse_ast(text: str) -> ast.Module:
+    """`ast.parse`, quietly (no SyntaxWarnings about the user's code)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
+def first_line(node: ast.stmt) -> int:
+    """An `ast` statement's first line in the file: its first decorator's, if any."""
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno] + [d.lineno for d in decorators]) if decorators else node.lineno
+
+
+def parse(text: str, path: str) -> "tuple[Optional[cst.Module], Optional[Finding]]":
+    import libcst as cst
+
     try:
         return cst.parse_module(text), None
     except cst.ParserSyntaxError as exc:

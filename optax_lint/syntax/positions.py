@@ -13,21 +13,14 @@ statement) falls back to resolving the whole module once.
 from __future__ import annotations
 
 import ast
-import warnings
 from typing import Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from optax_lint.core.diagnostics import Span
+from optax_lint.syntax.parsing import first_line, parse_ast
 from optax_lint.syntax.walker import children
-
-
-def parse_ast(text: str) -> ast.Module:
-    """`ast.parse`, quietly (no SyntaxWarnings about the user's code)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
 
 
 class Positions:
@@ -42,9 +35,9 @@ class Positions:
         self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
         self._starts: Optional[list[int]] = None  # first code line of each top-level statement
         self._local: dict[int, dict] = {}  # statement index -> positions inside it
-        self._simple: dict[int, cst.SimpleStatementLine] = {}  # id(node) -> innermost simple statement line
-        self._simple_at: dict[int, Optional[dict]] = {}  # statement index -> {id(line): (lineno, indent)}
-        self._simple_local: dict[int, dict] = {}  # id(line) -> positions inside that line alone
+        self._simple: dict[int, cst.BaseStatement] = {}  # id(node) -> innermost enclosing statement
+        self._simple_at: dict[int, Optional[dict]] = {}  # top-level index -> {id(statement): (lineno, indent)}
+        self._simple_local: dict[int, dict] = {}  # id(statement) -> positions inside that statement alone
 
     # -- fallbacks ----------------------------------------------------------
     def _resolve_full(self) -> dict:
@@ -76,12 +69,7 @@ class Positions:
             count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
             if cursor + count > len(body):
                 return None
-            first = body[cursor]
-            line = first.lineno
-            decorators = getattr(first, "decorator_list", None)
-            if decorators:
-                line = min([line] + [d.lineno for d in decorators])
-            starts.append(line)
+            starts.append(first_line(body[cursor]))
             cursor += count
         if cursor != len(body):
             return None
@@ -90,7 +78,8 @@ class Positions:
 
     def _owner_of(self, node: cst.CSTNode) -> Optional[int]:
         """Index of the top-level statement holding `node`. Statements are mapped one at
-        a time, in order, only until the node is found."""
+        a time, in order, only until the node is found; each node also records its
+        innermost enclosing statement (a line, or a compound statement of a block)."""
         if self._owner is None:
             self._owner = {}
             self._mapped = 0
@@ -99,16 +88,19 @@ class Positions:
         body = self.module.body
         while found is None and self._mapped < len(body):
             index = self._mapped
-            owner, simple_of = self._owner, self._simple
+            owner, inner_of = self._owner, self._simple
+            elifs: set[int] = set()  # `elif` is an If inside an If, not a statement of a block
             stack = [(body[index], None)]
             while stack:  # order does not matter here: a plain stack walk
-                current, simple = stack.pop()
+                current, inner = stack.pop()
                 owner[id(current)] = index
-                if isinstance(current, cst.SimpleStatementLine):
-                    simple = current
-                if simple is not None:
-                    simple_of[id(current)] = simple
-                stack.extend((child, simple) for child in children(current))
+                if isinstance(current, _STATEMENTS) and id(current) not in elifs:
+                    inner = current
+                    if isinstance(current, cst.If) and current.orelse is not None:
+                        elifs.add(id(current.orelse))
+                if inner is not None:
+                    inner_of[id(current)] = inner
+                stack.extend((child, inner) for child in children(current))
             self._mapped += 1
             found = owner.get(key)
         return found
@@ -126,12 +118,14 @@ class Positions:
             self._local[index] = positions
         return positions
 
-    # -- per-line path: a node inside a nested simple statement line ----------------
+    # -- per-statement path: a node inside a nested statement ----------------------
     # Resolving the whole top-level statement costs a codegen of all of it (a 200-line
-    # `def train()` for one finding); the innermost simple statement line is enough. It is
-    # resolved inside a scratch `if _:` block indented exactly as it is in the file (the
-    # enclosing blocks' indents joined), so every column comes out as in the file; its
-    # first line comes from the matching `ast` statement.
+    # `def train()`, or a 3000-line test class, for one finding); the innermost statement
+    # holding the node is enough: a simple statement line, or a compound statement of a
+    # block (`with self.assertRaises(...):`, an `if` and its body). It is resolved inside a
+    # scratch `if _:` block indented exactly as it is in the file (the enclosing blocks'
+    # indents joined), so every column comes out as in the file; its first line comes
+    # from the matching `ast` statement.
     def _simple_lines(self, index: int) -> Optional[dict]:
         if index not in self._simple_at:
             found: dict = {}
@@ -154,7 +148,7 @@ class Positions:
         lineno, indent = where
         positions = self._simple_local.get(id(line))
         if positions is None:
-            holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[line], indent=indent))
+            holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[line], indent=indent))  # type: ignore[list-item]
             scratch = cst.Module(body=[holder], default_indent=self.module.default_indent,
                                  default_newline=self.module.default_newline)
             positions = self._simple_local[id(line)] = MetadataWrapper(scratch, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -193,9 +187,12 @@ class Positions:
         return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
 
 
+_STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
 def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) -> bool:
-    """Match libcst statements with their `ast` statements, recording each nested simple
-    statement line's (first line, indentation). False on any disagreement."""
+    """Match libcst statements with their `ast` statements, recording each nested
+    statement's (first line, indentation). False on any disagreement."""
     cursor = 0
     for stmt in statements:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -206,6 +203,7 @@ def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) ->
             continue
         if cursor >= len(nodes):
             return False
+        found[id(stmt)] = (first_line(nodes[cursor]), indent)
         if not _pair_compound(stmt, nodes[cursor], found, indent, unit):
             return False
         cursor += 1
