@@ -8,9 +8,10 @@ applied to the facts about the file (facts/file_role.py, facts/intended.py).
   inside `with self.assertRaises(...)` / `pytest.raises(...)` or the part of a `test*`
   function before such a block, where a test calls optax wrongly on purpose. OPX900
   sets it false: an internal error is reported wherever it happens.
-- `silent_in_version_guards`: no finding under `if hasattr(...)` or in a `try:` whose
-  handler catches AttributeError / ImportError, where code reaches for an API that may
-  be gone, knowingly.
+- `silent_in_version_guards`: no finding under `if hasattr(...)`, in a `try:` whose
+  handler catches AttributeError / ImportError, or in either branch of an `if` that
+  checks the installed library's version or a signature, where code reaches for an
+  API that may be gone, knowingly.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ stay silent there is the catalogue's to say, applied by engine/filters.py).
   `with self.assertRaises(ValueError): tx.init(params)`).
 - Under `if hasattr(jax, "device_put_replicated"):` or in a `try:` whose handler catches
   AttributeError / ImportError, code reaches for an API that may be gone, knowingly.
+- Both branches of an `if` that asks which version of a library is installed
+  (`flax.__version__`, `sys.version_info`, `version.parse(...)`, `Version(...)`,
+  `inspect.signature(...)`, directly or through a module-level flag assigned from
+  such a test) are written for one version each: the fallback for the old release
+  is compatibility code, knowingly.
 
 Blocks are found from the statement tree the walker records; line ranges are computed
 only for files that have findings.
@@ -20,6 +25,8 @@ import libcst as cst
 
 _RAISES = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "assertRaisesWithLiteralMatch", "raises"})
 _GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+# Spellings of a test that asks which library version (or which signature) is installed.
+_VERSION_MARKERS = ("__version__", "version_info", "version.parse", "Version(", "parse_version(", "inspect.signature(", "signature(")
 
 
 def _last(func: cst.BaseExpression) -> str:
@@ -45,6 +52,27 @@ def _enclosing_test(node: cst.CSTNode, parent_stmt: dict):
     return None
 
 
+def _module_flags(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    """`NAME = expr` statements at module level, for flags such as `NEW_API = ... >= ...`."""
+    flags: dict[str, cst.BaseExpression] = {}
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    flags[small.targets[0].target.value] = small.value
+    return flags
+
+
+def _asks_version(test: cst.BaseExpression, module: cst.Module, flags: dict) -> bool:
+    """The `if` test compares library versions or inspects a signature."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Name) and test.value in flags:
+        test = flags[test.value]
+    code = module.code_for_node(test)
+    return any(marker in code for marker in _VERSION_MARKERS)
+
+
 def _version_guard(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.If):
         test = node.test
@@ -62,9 +90,11 @@ def _version_guard(node: cst.CSTNode) -> bool:
 def intended_blocks(f) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """(line ranges expecting an error, line ranges guarded against a version)."""
     text = f.text or ""
-    if "raises" not in text.lower() and "hasattr" not in text and "except" not in text:
+    asks_version = "version" in text or "signature(" in text
+    if "raises" not in text.lower() and "hasattr" not in text and "except" not in text and not asks_version:
         return [], []
     owners = set(f.raw.parent_stmt.values())
+    flags = _module_flags(f.module) if asks_version else {}
     raising, guarded = [], []
     for node in owners:
         if _expects_error(node):
@@ -75,5 +105,8 @@ def intended_blocks(f) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         elif _version_guard(node):
             body = node.body
             span = f.positions.span(body)
+            guarded.append((span.line, span.end_line))
+        elif asks_version and isinstance(node, cst.If) and _asks_version(node.test, f.module, flags):
+            span = f.positions.span(node)  # both branches, and any elif/else
             guarded.append((span.line, span.end_line))
     return raising, guarded

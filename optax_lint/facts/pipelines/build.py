@@ -87,6 +87,9 @@ class Step:
     passed: dict[str, str] = field(default_factory=dict)
     masked: bool = False
     maybe: bool = False  # presence depends on an unknown value or a branch
+    # The optax.masked wrappers the step sits under (outermost first): steps under
+    # different wrappers may act on disjoint parameter subsets (param groups).
+    mask_group: tuple["TxNode", ...] = ()
     negated: dict[str, str] = field(default_factory=dict)  # primitive param -> -alias param
     derived: tuple[str, ...] = ()
     schedules: Optional[Callable] = None  # expr, scope -> Schedule | None
@@ -488,15 +491,15 @@ def expand(node: TxNode) -> list[list[Step]]:
     return [list(seq) for seq in _expand(node, masked=False)]
 
 
-def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
+def _expand(node: TxNode, masked: bool, group: tuple = ()) -> list[list[Step]]:
     if node.kind == "unknown":
-        return [[Step("<unknown>", node, masked=masked, maybe=node.conditional)]]
+        return [[Step("<unknown>", node, masked=masked, maybe=node.conditional, mask_group=group)]]
     if node.kind == "transform":
-        return [[Step(node.key, node, masked=masked, maybe=node.conditional)]]
+        return [[Step(node.key, node, masked=masked, maybe=node.conditional, mask_group=group)]]
     if node.kind == "alias":
         entry = node.entry
         if entry is None or not (entry.expansion or entry.branches):
-            return [[Step("<unknown>", node, masked=masked, maybe=node.conditional)]]
+            return [[Step("<unknown>", node, masked=masked, maybe=node.conditional, mask_group=group)]]
         specs_list = list(entry.branches.values()) if entry.branches else [entry.expansion]
         out = []
         for specs in specs_list:
@@ -512,6 +515,7 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
                         maybe=present is None or node.conditional,
                         negated=dict(spec.negated),
                         derived=spec.derived,
+                        mask_group=group,
                     )
                 )
             out.append(steps)
@@ -521,7 +525,7 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
     if short in ("chain", "named_chain"):
         branches: list[list[Step]] = [[]]
         for child in node.children:
-            child_branches = _expand(child, masked)
+            child_branches = _expand(child, masked, group)
             if child.conditional:
                 for branch in child_branches:
                     for step in branch:
@@ -533,7 +537,7 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
     if short == "<choice>":
         out = []
         for child in node.children:
-            for branch in _expand(child, masked):
+            for branch in _expand(child, masked, group):
                 for step in branch:
                     step.maybe = True
                 out.append(branch)
@@ -541,13 +545,13 @@ def _expand(node: TxNode, masked: bool) -> list[list[Step]]:
     if short in ("multi_transform", "partition"):
         out = []
         for child in node.children:
-            out.extend(_expand(child, masked))
-        return out or [[Step("<unknown>", node, masked=masked)]]
+            out.extend(_expand(child, masked, group))
+        return out or [[Step("<unknown>", node, masked=masked, mask_group=group)]]
     if short == "masked":
-        return [seq for child in node.children for seq in _expand(child, True)]
+        return [seq for child in node.children for seq in _expand(child, True, group + (node,))]
     if node.children:
-        return [seq for child in node.children for seq in _expand(child, masked)]
-    return [[Step("<unknown>", node, masked=masked)]]
+        return [seq for child in node.children for seq in _expand(child, masked, group)]
+    return [[Step("<unknown>", node, masked=masked, mask_group=group)]]
 
 
 def _condition(spec: ExpansionStep, node: TxNode) -> Optional[bool]:

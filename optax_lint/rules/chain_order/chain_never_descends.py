@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from optax_lint.facts.pipelines.build import Step
+from optax_lint.facts.pipelines.sequences import parameter_paths
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.chain_order.signs import negative_alias_lr
 
@@ -20,10 +21,15 @@ class ChainNeverDescends(Rule):
                     continue
                 if any(negative_alias_lr(step) for step in sequence):
                     continue  # an alias given a negative rate: OPX113 names the cause
-                if not any(_moves_params(step) for step in sequence) or any(_zeroes(step) for step in sequence):
-                    continue  # a lone clip handed to user code, or a frozen branch: nothing climbs
-                flips = sum(1 for s in signs if s)
-                if flips % 2 == 0:
+                if any(_zeroes(step) for step in sequence):
+                    continue  # a frozen branch: nothing climbs
+                # Masked param groups: each parameter is negated by its own group's steps.
+                paths = [p for p in parameter_paths(sequence) if any(_moves_params(step) for step in p)]
+                if not paths:
+                    continue  # a lone clip handed to user code: nothing climbs
+                counts = [sum(1 for step in path if step.negates()) for path in paths]
+                flips = max(counts)
+                if all(count % 2 == 0 for count in counts):
                     # A building block (scale_by_adam(), a trace direction) never descends
                     # by design: judge only what the file shows being used as the optimizer.
                     used = ctx.facts.used_as_optimizer if used is None else used

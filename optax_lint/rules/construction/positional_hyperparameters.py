@@ -39,6 +39,8 @@ def _meaning(identifier: str, params: tuple[str, ...]) -> Optional[str]:
     name = identifier.lower()
     if name in params:
         return name
+    if name == "momentum" and "b1" in params:
+        return "b1"  # an alias without a momentum parameter: its momentum is b1, the first-moment decay
     if name in _SYNONYMS:
         return _SYNONYMS[name]
     for suffix, meaning in (("weight_decay", "weight_decay"), ("_wd", "weight_decay"), ("learning_rate", "learning_rate"), ("_lr", "learning_rate")):
