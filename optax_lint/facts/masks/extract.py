@@ -518,6 +518,25 @@ def decays(node: TxNode) -> Optional[bool]:
     return found
 
 
+def decay_in_project(facts, node: TxNode) -> Optional[bool]:
+    """`decays(node)`, with an unknown weight_decay argument followed across the project
+    (`config.weight_decay` set to 0.0 in the config module, a flag's default, a
+    parameter's default): False when that value is statically zero."""
+    found = decays(node)
+    if found is not None or node.args is None:
+        return found
+    expr = node.args.expr("weight_decay")
+    if expr is None:
+        return None
+    from optax_lint.facts.project.evaluate import ConfigEvaluator
+    from optax_lint.facts.project.found import Found
+
+    value = ConfigEvaluator(facts).eval(expr, node.scope)
+    if isinstance(value, Found) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
+        return value.value != 0
+    return None
+
+
 def decay_mask_param(node: TxNode) -> Optional[str]:
     """The mask parameter of an optimizer or add_decayed_weights that decays weights."""
     if node.entry is None or node.kind not in ("alias", "transform"):

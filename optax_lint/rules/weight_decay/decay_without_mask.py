@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.masks.extract import decay_mask_param, decays
+from optax_lint.facts.masks.extract import decay_in_project, decay_mask_param
 from optax_lint.facts.masks.param_tree import frameworks
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.rules.base import Context, Rule, describe
@@ -24,7 +24,7 @@ class DecayWithoutMask(Rule):
         candidates = []
         for pipeline in facts.pipelines:
             for node in pipeline.nodes():
-                if self._unmasked_decay(node):
+                if self._unmasked_decay(node) and decay_in_project(facts, node) is not False:
                     candidates.append((pipeline, node))
         if not candidates:
             return
@@ -47,8 +47,6 @@ class DecayWithoutMask(Rule):
             return False
         mask = node.args.expr(param)
         if mask is not None and not (isinstance(mask, cst.Name) and mask.value == "None"):
-            return False
-        if decays(node) is False:
             return False
         parent = node.parent
         while parent is not None:  # a masked(...) or a partition branch already selects leaves
