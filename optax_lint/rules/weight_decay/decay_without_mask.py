@@ -31,6 +31,9 @@ class DecayWithoutMask(Rule):
         arch = facts.run_context.get("arch")
         if arch is None or arch.value != "transformer":
             return
+        tree = facts.model_tree
+        if tree is not None and tree.decay_pulls_to_zero_output() is False:
+            return  # bias-free layers and zero-centred scales: decay pulls towards the identity
         for pipeline, node in candidates:
             fix = _mask_fix(facts, pipeline, node)
             ctx.report(
