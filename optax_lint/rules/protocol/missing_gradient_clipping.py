@@ -69,6 +69,7 @@ class MissingGradientClipping(Rule):
                 evidence=arch.cite(),
                 max_norm=repr(max_norm),
                 fix=self._fix(ctx, pipeline, max_norm),
+                changes_state=True,
             )
 
     @staticmethod

@@ -103,7 +103,7 @@ class MissingWarmup(Rule):
             if steps is not None:
                 fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
             ctx.report(_lr_anchor(use), optimizer=describe(use.node.call, 80), lr=f"a constant learning rate {use.constant_text}",
-                       reason=reason, fix=fix, fix_title=title,
+                       reason=reason, fix=fix, fix_title=title, changes_state=True,
                        related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
         for use, schedule in cold:
             reason = self._reason(use, transformer, long_run, steps, steps_entry)

@@ -41,6 +41,7 @@ class DecayWithoutMask(Rule):
                 optimizer=describe(node.call),
                 evidence=arch.cite(),
                 fix=fix,
+                changes_state=True,
             )
 
     @staticmethod
