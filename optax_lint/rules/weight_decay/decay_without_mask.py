@@ -104,15 +104,14 @@ def _mask_fix(facts, pipeline: Pipeline, node: TxNode):
         at = _after_imports(body)
         blank = cst.EmptyLine()
         new_function = function.with_changes(leading_lines=[blank, blank])
-        inserted = [new_function]
-        if needs_import:
-            inserted.insert(0, cst.parse_statement("from flax import traverse_util\n"))
         if at < len(body):
             following = body[at]
             lines = list(following.leading_lines)
             if len([ln for ln in lines if ln.comment is None]) < 2:
                 body[at] = following.with_changes(leading_lines=[blank, blank] + [ln for ln in lines if ln.comment is not None])
-        body[at:at] = inserted
+        body[at:at] = [new_function]
+        if needs_import:
+            body = fixes.insert_import(body, cst.parse_statement("from flax import traverse_util\n"))
         return module.with_changes(body=body)
 
     return apply
