@@ -525,15 +525,11 @@ def decay_in_project(facts, node: TxNode) -> Optional[bool]:
     found = decays(node)
     if found is not None or node.args is None:
         return found
-    expr = node.args.expr("weight_decay")
-    if expr is None:
-        return None
-    from optax_lint.facts.project.evaluate import ConfigEvaluator
-    from optax_lint.facts.project.found import Found
+    from optax_lint.facts.project.evaluate import project_value
 
-    value = ConfigEvaluator(facts).eval(expr, node.scope)
-    if isinstance(value, Found) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
-        return value.value != 0
+    value = project_value(facts, node.args.expr("weight_decay"), node.scope)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value != 0
     return None
 
 
