@@ -10,8 +10,9 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.targets import anchors
 from optax_lint.facts.checkpoints.vocabulary import RESTORE_ARGS, SAVE_ARGS, orbax_member
-from optax_lint.syntax.arguments import param_arg
+from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -68,29 +69,50 @@ def _param_of(module, expr: Optional[cst.BaseExpression], scope: Scope, wrappers
     return expr.value if len(bindings) == 1 and bindings[0].kind == "param" else None
 
 
-def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpression]]:
-    """(callee text, the argument the caller saves) when `record` calls a project
-    helper that saves one of its parameters."""
+def _caller_path(site, function: Scope, record: CallRecord) -> Optional[cst.BaseExpression]:
+    """What the caller passes for the helper parameter the inner site's path (or its
+    manager's directory) is built from: `ckpt.save(WORKDIR, i, tree)` -> WORKDIR."""
+    where = site.path
+    if where is None and site.obj is not None and site.obj.call is not None:
+        where = call_arg_expr(site.obj.call, 0, "directory", strict=True)
+    if where is None or not isinstance(function.node, cst.FunctionDef):
+        return None
+    params = {p.name.value for p in function.node.params.params}
+    names = anchors(where)
+    for _ in range(3):  # `path = os.path.join(workdir, ...)` inside the helper: follow it
+        followed = set()
+        for name in names - params:
+            _, bindings = lookup(name, site.record.scope)
+            if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+                followed |= anchors(bindings[0].value)
+        names |= followed
+    for name in sorted(names & params):
+        arg = param_arg(record.node, function.node, name)
+        if arg is not None:
+            return arg
+    return None
+
+
+def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    """(callee text, the argument the caller saves, where it writes) when `record`
+    calls a project helper that saves one of its parameters."""
     found = helper_function(facts, record)
     if found is None:
         return None
     module, function, qual = found
-    saved = {
-        _param_of(module, site.payload_expr, site.record.scope, SAVE_ARGS)
-        for site in module.checkpoints.saves
-        if _inside(site.record.scope, function)
-    }
+    sites = [site for site in module.checkpoints.saves if _inside(site.record.scope, function)]
+    saved = {_param_of(module, site.payload_expr, site.record.scope, SAVE_ARGS) for site in sites}
     saved.discard(None)
     if len(saved) != 1:
         return None
     arg = param_arg(record.node, function.node, saved.pop())
-    return (qual, arg) if arg is not None else None
+    return (qual, arg, _caller_path(sites[0], function, record)) if arg is not None else None
 
 
-def helper_restore(facts, record: CallRecord) -> Optional[tuple[str, Optional[cst.BaseExpression]]]:
-    """(callee text, the target the caller passes) when `record` calls a project helper
-    whose body restores a checkpoint; the target is the argument for the parameter the
-    helper hands orbax as its target (None when it passes none)."""
+def helper_restore(facts, record: CallRecord) -> Optional[tuple[str, Optional[cst.BaseExpression], Optional[cst.BaseExpression]]]:
+    """(callee text, the target the caller passes, where it reads) when `record` calls
+    a project helper whose body restores a checkpoint; the target is the argument for
+    the parameter the helper hands orbax as its target (None when it passes none)."""
     found = helper_function(facts, record)
     if found is None:
         return None
@@ -100,6 +122,7 @@ def helper_restore(facts, record: CallRecord) -> Optional[tuple[str, Optional[cs
         return None
     site = restores[0]
     param = _param_of(module, site.target_expr, site.record.scope, RESTORE_ARGS)
+    path = _caller_path(site, function, record)
     if param is None:
-        return qual, None
-    return qual, param_arg(record.node, function.node, param)
+        return qual, None, path
+    return qual, param_arg(record.node, function.node, param), path

@@ -190,15 +190,15 @@ class CheckpointFacts(PayloadClassifier):
             return
         saved = helper_save(self.facts, record)
         if saved is not None:
-            qual, arg = saved
-            self.saves.append(SaveSite("helper", qual, record, arg, self.payload(arg, record.scope)))
+            qual, arg, path = saved
+            self.saves.append(SaveSite("helper", qual, record, arg, self.payload(arg, record.scope), path=path))
             return
         restored = helper_restore(self.facts, record)
         if restored is not None:
-            qual, target = restored
+            qual, target, path = restored
             state = "given" if target is not None and not is_none(target) else "missing"
             self.restores.append(RestoreSite("helper", qual, record, target, state,
-                                             self.payload(target, record.scope) if state == "given" else None))
+                                             self.payload(target, record.scope) if state == "given" else None, path=path))
 
     def _orbax_method(self, record: CallRecord, func: cst.Attribute) -> None:
         call, scope = record.node, record.scope
