@@ -123,7 +123,7 @@ def test_concise_json_github_formats(project: Path) -> None:
     assert [(d["code"], d["line"], d["column"], d["end_line"], d["end_column"]) for d in data] == [("OPX101", 5, 5, 5, 35)]
     assert data[0]["severity"] == "error"
     assert data[0]["fix"]["applicability"] == "safe"
-    assert data[0]["fix"]["title"] == "Move clip_by_global_norm(1.0) to the front of the chain"
+    assert data[0]["fix"]["title"] == "Move clip_by_global_norm(1.0) to the front of the chain (the optimizer state changes structure: a checkpoint of the old opt_state will not restore into it)"
     assert {r["message"] for r in data[0]["related"]} == {"chain built here", "learning-rate step here"}
     github = run(["bad.py", "--output-format", "github"], project).output.splitlines()
     assert github[0].startswith("::error file=bad.py,line=5,col=5,endLine=5,endColumn=35,title=OPX101 (clip-after-optimizer)::")

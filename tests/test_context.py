@@ -413,6 +413,42 @@ def test_grad_accum_and_fine_tune():
     assert value(facts_of(scratch), "fine_tune") is False
 
 
+def test_fine_tune_from_a_config_that_loads_a_checkpoint(tmp_path):
+    """A restore whose path a config field holds ("..._pretrained"), and an `init_*` field
+    whose value constructs a checkpoint loader, both say the params start pretrained; a
+    restore of a path that says nothing stays unknown (a resume)."""
+    loop = "tx = optax.adam(1e-4)\nfor i in range(10):\n    params = step(params, tx)\n"
+    write(tmp_path, {"settings.py": "import dataclasses\n@dataclasses.dataclass\nclass Cfg:\n    ckpt: str = '/ckpts/bert_base_pretrained'\n    resume: str = '/runs/7'\n"})
+    head = "import optax\nfrom flax.training import checkpoints\nfrom settings import Cfg\ncfg = Cfg()\n"
+    f = project_facts(tmp_path, {"train.py": head + "params = checkpoints.restore_checkpoint(cfg.ckpt, target=None)\n" + loop})
+    assert value(f, "fine_tune") is True and f.run_context.get("fine_tune").location.endswith("train.py:5")
+    f = project_facts(tmp_path, {"resume.py": head + "params = checkpoints.restore_checkpoint(cfg.resume, target=None)\n" + loop}, "resume.py")
+    assert f.run_context.get("fine_tune") is None
+    loader = "import optax\nimport trainer\nconfig = trainer.Config(init_transform=LoadCheckpoint(path='/ckpt/run1'))\n" + loop
+    entry = project_facts(tmp_path, {"ft.py": loader}, "ft.py").run_context.get("fine_tune")
+    assert entry.value is True and "init_transform=LoadCheckpoint" in entry.detail
+    plain = "import optax\nimport trainer\nconfig = trainer.Config(ckpt=LoadCheckpoint(path='/ckpt/run1'))\n" + loop
+    assert project_facts(tmp_path, {"plain.py": plain}, "plain.py").run_context.get("fine_tune") is None
+
+
+def test_arch_of_a_model_class_picked_by_name(tmp_path):
+    """`getattr(models, config.model)`: every model class in the project module is a CNN,
+    so the run trains a CNN (medium confidence); a module that mixes a CNN and a
+    Transformer says nothing."""
+    cnn = "import flax.linen as nn\nclass ResNet(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Conv(8, (3, 3))(x)\n"
+    vit = "class ViT(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(num_heads=2)(x)\n"
+    train = (
+        "import optax\nfrom flax.training import train_state\nimport models\n"
+        "def create_state(rng, model):\n    tx = optax.sgd(0.1)\n"
+        "    return train_state.TrainState.create(apply_fn=model.apply, params=model.init(rng, None), tx=tx)\n"
+        "def main(config):\n    model = getattr(models, config.model)()\n    state = create_state(0, model)\n"
+    )
+    entry = project_facts(tmp_path, {"models.py": cnn, "train.py": train}).run_context.get("arch")
+    assert entry.value == "cnn" and entry.confidence == "medium" and "getattr(models, config.model)" in entry.detail
+    mixed = project_facts(tmp_path / "mixed", {"models.py": cnn + vit, "train.py": train})
+    assert mixed.run_context.get("arch") is None
+
+
 def test_params_estimate_formula():
     src = LINEN_HEAD + (
         "class GPT(nn.Module):\n    num_layers: int = 12\n    d_model: int = 768\n    vocab_size: int = 50257\n"

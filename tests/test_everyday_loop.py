@@ -44,7 +44,7 @@ def test_show_fixes_lists_each_fixed_finding_by_file_line_and_code(tmp_path: Pat
         "\n"
         "Fixed 1 problem:\n"
         "- bad.py:\n"
-        "    5:5 OPX101 (clip-after-optimizer): Move clip_by_global_norm(1.0) to the front of the chain\n"
+        "    5:5 OPX101 (clip-after-optimizer): Move clip_by_global_norm(1.0) to the front of the chain (the optimizer state changes structure: a checkpoint of the old opt_state will not restore into it)\n"
         "\n"
         "Found 2 problems (1 fixed, 1 remaining).\n"
     )

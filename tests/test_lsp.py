@@ -151,7 +151,7 @@ def test_open_diagnose_code_action_change(client: Client, tmp_path: Path) -> Non
     assert diagnostic["severity"] == 1  # Error
     assert diagnostic["codeDescription"]["href"].endswith("docs/rules.md#clip-after-optimizer-opx101")
     assert diagnostic["message"].startswith("clip_by_global_norm(1.0) runs after adamw(1e-3) in this chain")
-    assert diagnostic["message"].endswith("\nhelp: Move clip_by_global_norm(1.0) to the front of the chain")
+    assert diagnostic["message"].endswith("\nhelp: Move clip_by_global_norm(1.0) to the front of the chain (the optimizer state changes structure: a checkpoint of the old opt_state will not restore into it)")
     assert [(r["location"]["uri"], r["location"]["range"]) for r in diagnostic["relatedInformation"]] == [
         (uri, rng(2, 5, 5, 1)), (uri, rng(3, 4, 3, 21))]  # the chain call, the learning-rate step
 
@@ -159,7 +159,7 @@ def test_open_diagnose_code_action_change(client: Client, tmp_path: Path) -> Non
         "textDocument": {"uri": uri}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]},
     })
     quick = [a for a in actions if a["kind"] == "quickfix"]
-    assert [a["title"] for a in quick] == ["Move clip_by_global_norm(1.0) to the front of the chain (safe fix, OPX101)"]
+    assert [a["title"] for a in quick] == ["Move clip_by_global_norm(1.0) to the front of the chain (the optimizer state changes structure: a checkpoint of the old opt_state will not restore into it) (safe fix, OPX101)"]
     assert quick[0]["isPreferred"] is True and quick[0]["diagnostics"][0]["code"] == "OPX101"
     fixed = apply_edits(BAD, quick[0]["edit"]["changes"][uri])
     assert fixed == FIXED

@@ -27,7 +27,7 @@ from optax_lint.core.optax_api import OptaxApi
 from optax_lint.facts.file_role import owning_package
 from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.syntax.names import lookup, qualified_name
-from optax_lint.syntax.walker import Binding, CallRecord, Scope, iter_children
+from optax_lint.syntax.walker import Binding, CallRecord, Scope, iter_children, walk
 
 _VERSION = re.compile(
     r"(?:v|version |deprecated in v?|removed in (?:optax )?|since (?:Flax )?|as of (?:Flax )?|"
@@ -558,6 +558,8 @@ def _param_origin(facts, owner: Scope, binding: Binding, depth: int) -> Optional
         return from_sites[0]
     annotation = getattr(binding.node, "annotation", None)
     if annotation is not None and qualified_name(annotation.annotation, owner) in _homes(table):
+        if any(facts.calls_by_name.get(home) for home in legacy):
+            return None  # the file builds a ModelAndOptimizer: the annotation may be the wider type
         return OptimizerOrigin(None, owner, binding)
     return None
 
@@ -570,7 +572,32 @@ def _constructed_by(facts, expr: cst.BaseExpression, scope: Scope) -> Optional[s
     if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign") or bindings[0].index:
         return None
     value = bindings[0].value
-    return facts.canonical(value.func, bindings[0].scope) if isinstance(value, cst.Call) else None
+    if not isinstance(value, cst.Call):
+        return None
+    return _factory_product(facts, value, bindings[0].scope) or facts.canonical(value.func, bindings[0].scope)
+
+
+def _factory_product(facts, call: cst.Call, scope: Scope) -> Optional[str]:
+    """The canonical callee every `return` of a module function returns a call of, when
+    `call` calls such a function (`make_optimizer(model)` returning
+    `nnx.ModelAndOptimizer(...)`); None otherwise."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    _, bindings = lookup(call.func.value, scope)
+    if len(bindings) != 1 or bindings[0].kind != "def" or not isinstance(bindings[0].node, cst.FunctionDef):
+        return None
+    function = facts.raw.functions.get(bindings[0].node)
+    if function is None:
+        return None
+    products = set()
+    for node in walk(bindings[0].node.body):
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            return None  # a nested function's returns are not this one's
+        if isinstance(node, cst.Return):
+            if not isinstance(node.value, cst.Call):
+                return None
+            products.add(facts.canonical(node.value.func, function))
+    return products.pop() if len(products) == 1 else None
 
 
 def _single_binding(name: str, scope: Scope) -> Optional[Binding]:

@@ -211,6 +211,11 @@ class ModuleFacts:
         return self.names.canonical(record.node.func, record.scope)
 
     @functools.cached_property
+    def call_order(self) -> dict[cst.Call, int]:
+        """Each call's index in source order."""
+        return {record.node: i for i, record in enumerate(self.raw.calls)}
+
+    @functools.cached_property
     def calls_by_name(self) -> dict[str, list[CallRecord]]:
         """Calls grouped by the canonical name of their callee (imports resolved)."""
         out: dict[str, list[CallRecord]] = {}

@@ -14,6 +14,7 @@ import libcst as cst
 
 from optax_lint.core.catalogue import RuleSpec
 from optax_lint.core.diagnostics import Applicability, Finding, Fix, Related
+from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.facts.module import ModuleFacts
 from optax_lint.syntax.edits import reflowed
 from optax_lint.syntax.nodes import node_text
@@ -35,6 +36,11 @@ def describe(node: cst.CSTNode, limit: int = 48) -> str:
     text = node_text(node)
     return text if len(text) <= limit and "\n" not in text else text.split("\n")[0][:limit] + "..."
 
+
+
+# Said in the title of every fix that changes the optimizer state's structure (a transform
+# added, removed or moved in a chain, a mask added, a constant LR turned into a schedule).
+STATE_LAYOUT_NOTE = " (the optimizer state changes structure: a checkpoint of the old opt_state will not restore into it)"
 
 
 class Context:
@@ -61,12 +67,22 @@ class Context:
         applicability: Optional[Applicability] = None,
         help: Optional[str] = None,
         related: Iterable[tuple[cst.CSTNode, str]] = (),
+        changes_state: bool = False,
         **message_args: object,
     ) -> Finding:
+        """`changes_state`: the fix changes the optimizer state's structure. Its title then
+        says so, and no such fix is offered in a test file or test function, where state
+        layouts are asserted and checkpoints are fixtures."""
         spec = self.spec
         message = spec.message.format(**message_args)
         fix_obj = None
         title = (fix_title or spec.fix_title).format(**message_args) if (fix_title or spec.fix_title) else ""
+        if changes_state and fix is not None:
+            record = self.facts.record_of.get(node) if isinstance(node, cst.Call) else None
+            if is_test_file(self.facts.path) or (record is not None and in_test_function(record.scope)):
+                fix, title = None, ""
+            else:
+                title += STATE_LAYOUT_NOTE
         if fix is not None or (spec.fix is Applicability.DISPLAY_ONLY and title):
             fix_obj = Fix(title=title, applicability=applicability or spec.fix or Applicability.DISPLAY_ONLY, apply=reflowed(fix) if fix else None)
         finding = Finding(

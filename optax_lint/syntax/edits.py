@@ -6,7 +6,7 @@ formatting included, is left exactly as the user wrote it.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -373,3 +373,63 @@ def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:
         return new
 
     return apply
+
+
+def _import_key(statement: cst.CSTNode) -> Optional[tuple[bool, str, str]]:
+    """(is a from-import, module, first name) of a one-import line; None for the rest."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    node = statement.body[0]
+    if isinstance(node, cst.Import):
+        return False, cst.Module([]).code_for_node(node.names[0].name).lower(), ""
+    if isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
+        first = node.names[0].name if isinstance(node.names, Sequence) and node.names else None
+        name = cst.Module([]).code_for_node(first).lower() if first is not None else ""
+        return True, cst.Module([]).code_for_node(node.module).lower(), name
+    return None
+
+
+def _sorted_under(keys: list, order: Callable) -> bool:
+    return all(order(a) <= order(b) for a, b in zip(keys, keys[1:]))
+
+
+def insert_import(body: list, new: cst.SimpleStatementLine) -> list:
+    """`body` (a module's statements) with the import line `new` placed among the file's
+    top-level imports, in their order: in the blank-line-separated group that imports
+    the same top-level package (else the last group of the block), at its sorted place
+    when the group is sorted, isort-style (`import x` lines, then `from x import y`) or
+    Google-style (both forms sorted together by module); else after the group's last
+    import."""
+    new_key = _import_key(new)
+    block: list[int] = []
+    for i, statement in enumerate(body):
+        if _import_key(statement) is not None:
+            block.append(i)
+        elif block or not (isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, cst.Expr) for s in statement.body)):
+            break  # imports end at the first other statement (a docstring may come first)
+    block = [i for i in block if _import_key(body[i])[1] != "__future__"]
+    if new_key is None or not block:
+        return body
+    groups: list[list[int]] = [[block[0]]]
+    for i in block[1:]:
+        gap = i != groups[-1][-1] + 1 or any(line.comment is None for line in body[i].leading_lines)
+        if gap:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    top = new_key[1].split(".")[0]
+    group = next((g for g in groups if any(_import_key(body[i])[1].split(".")[0] == top for i in g)), groups[-1])
+    keys = [_import_key(body[i]) for i in group]
+    at = group[-1] + 1
+    for order in ((lambda k: (k[0], k[1], k[2])), (lambda k: (k[1], k[0], k[2]))):
+        if _sorted_under(keys, order):
+            at = next((i for i, k in zip(group, keys) if order(new_key) < order(k)), group[-1] + 1)
+            break
+    out = list(body)
+    if at == group[0]:  # it leads the group: it takes over the group's leading lines
+        out[at] = body[at].with_changes(leading_lines=[])
+        new = new.with_changes(leading_lines=body[at].leading_lines)
+    else:
+        new = new.with_changes(leading_lines=[])
+    out.insert(at, new)
+    return out

@@ -17,12 +17,14 @@ Built from the walker's records only (no visitors); cached per module with
 from __future__ import annotations
 
 import functools
+import re
 from typing import Optional
 
 import libcst as cst
 
 from optax_lint.facts.checkpoints.classify import PayloadClassifier
 from optax_lint.facts.checkpoints.files import file_path, read_from, written_to
+from optax_lint.facts.checkpoints.helpers import helper_restore, helper_save
 from optax_lint.facts.checkpoints.records import (
     CheckpointObject,
     LegacyCall,
@@ -49,6 +51,10 @@ from optax_lint.syntax.arguments import call_arg, call_arg_expr
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import is_none, node_text
 from optax_lint.syntax.walker import CallRecord, Scope
+
+
+# Names of project helpers that may write or read a checkpoint (save, restore_state, load_ckpt...).
+_HELPER_NAME = re.compile(r"save|restore|load|ckpt|checkpoint|dump", re.IGNORECASE)
 
 
 class CheckpointFacts(PayloadClassifier):
@@ -169,7 +175,30 @@ class CheckpointFacts(PayloadClassifier):
                 return
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("save", "restore"):
+            before = (len(self.saves), len(self.restores))
             self._orbax_method(record, func)
+            if (len(self.saves), len(self.restores)) != before:
+                return
+        self._project_helper(record)
+
+    def _project_helper(self, record: CallRecord) -> None:
+        """`checkpoint.save(ckpt_dir, step, params)` of a project module that wraps a
+        checkpoint library (helpers.py): a save or restore of what the caller passes."""
+        func = record.node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not _HELPER_NAME.search(last):
+            return
+        saved = helper_save(self.facts, record)
+        if saved is not None:
+            qual, arg, path = saved
+            self.saves.append(SaveSite("helper", qual, record, arg, self.payload(arg, record.scope), path=path))
+            return
+        restored = helper_restore(self.facts, record)
+        if restored is not None:
+            qual, target, path = restored
+            state = "given" if target is not None and not is_none(target) else "missing"
+            self.restores.append(RestoreSite("helper", qual, record, target, state,
+                                             self.payload(target, record.scope) if state == "given" else None, path=path))
 
     def _orbax_method(self, record: CallRecord, func: cst.Attribute) -> None:
         call, scope = record.node, record.scope

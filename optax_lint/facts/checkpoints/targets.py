@@ -22,10 +22,10 @@ def _keys(site) -> dict:
         if site.obj is not None and site.obj.call is not None:
             directory = call_arg_expr(site.obj.call, 0, "directory", strict=True)
             if directory is not None:
-                keys["dir"] = frozenset(_anchors(directory))
+                keys["dir"] = frozenset(anchors(directory))
         return keys
     if site.path is not None:
-        keys["path"] = frozenset(_anchors(site.path))
+        keys["path"] = frozenset(anchors(site.path))
     return keys
 
 
@@ -47,7 +47,7 @@ _PATH_NOISE = frozenset(
 )
 
 
-def _anchors(expr: cst.CSTNode, depth: int = 0) -> set[str]:
+def anchors(expr: cst.CSTNode, depth: int = 0) -> set[str]:
     """The variables a path is built from: `os.path.join(config.workdir, f"step_{step}")`
     -> {'config.workdir'}. Callees (`os.path.join`) and step counters are left out."""
     if depth > 12:
@@ -59,13 +59,13 @@ def _anchors(expr: cst.CSTNode, depth: int = 0) -> set[str]:
     if isinstance(expr, cst.Call):
         out: set[str] = set()
         for arg in expr.args:
-            out |= _anchors(arg.value, depth + 1)
+            out |= anchors(arg.value, depth + 1)
         if isinstance(expr.func, cst.Attribute) and not isinstance(expr.func.value, cst.Name):
-            out |= _anchors(expr.func.value, depth + 1)  # Path(d).joinpath(...) / d.joinpath(...)
+            out |= anchors(expr.func.value, depth + 1)  # Path(d).joinpath(...) / d.joinpath(...)
         elif isinstance(expr.func, cst.Attribute) and expr.func.value.value not in ("os", "pathlib", "epath", "tf", "gfile"):
-            out |= _anchors(expr.func.value, depth + 1)
+            out |= anchors(expr.func.value, depth + 1)
         return out
     out = set()
     for child in iter_children(expr):
-        out |= _anchors(child, depth + 1)
+        out |= anchors(child, depth + 1)
     return out

@@ -259,3 +259,60 @@ def _find_range(expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
             if found is not None:
                 return found
     return None
+
+
+def run_length_expression(facts, at: Scope) -> Optional[cst.BaseExpression]:
+    """The expression that bounds the run's one training loop (`args.num_steps` of
+    `for step in range(args.num_steps)`, `N` of `while step < N`), when it means the same
+    at scope `at` (every name in it resolves to the same binding there); None when the
+    run length is a product of loops, several loops disagree, or the expression's names
+    are out of reach at `at`. A fix writes it instead of the number it evaluates to."""
+    inf = Evidence(facts)
+    loops = [loop for loop, _ in training_loops(inf)]
+    found: dict[str, tuple[cst.BaseExpression, Scope]] = {}
+    for loop in loops:
+        if any(other is not loop and (_encloses(inf, other.node, loop.node) or _encloses(inf, loop.node, other.node)) for other in loops):
+            return None  # epochs x steps: no one expression holds the length
+        bound = _loop_bound(loop.node, loop.scope)
+        if bound is None:
+            return None
+        found.setdefault(code_text(bound), (bound, loop.scope))
+    if len(found) != 1:
+        return None
+    expr, scope = next(iter(found.values()))
+    for name in _free_names(expr):
+        here, there = lookup(name, at), lookup(name, scope)
+        if not there[1] or here[0] is not there[0] or here[1] != there[1]:
+            return None
+    return expr
+
+
+def _loop_bound(node: cst.CSTNode, scope: Scope) -> Optional[cst.BaseExpression]:
+    if isinstance(node, cst.For):
+        call = _find_range(node.iter)
+        if call is None or last_name(call.func) not in ("range", "trange"):
+            return None
+        args = [a for a in call.args if a.keyword is None and not a.star]
+        if len(args) == 2 and value_of(args[0].value, scope) == 0:
+            args = args[1:]
+        return args[0].value if len(args) == 1 else None
+    if isinstance(node, cst.While):
+        test = node.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.LessThan):
+            return test.comparisons[0].comparator
+    return None
+
+
+def _free_names(expr: cst.BaseExpression) -> list[str]:
+    """The names an expression reads (the roots of attribute chains and subscripts)."""
+    if isinstance(expr, cst.Name):
+        return [expr.value]
+    if isinstance(expr, cst.Attribute):
+        return _free_names(expr.value)
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return []
+    if isinstance(expr, cst.BinaryOperation):
+        return _free_names(expr.left) + _free_names(expr.right)
+    if isinstance(expr, cst.Subscript):
+        return _free_names(expr.value) + [n for e in expr.slice if isinstance(e.slice, cst.Index) for n in _free_names(e.slice.value)]
+    return ["<unknown>"]  # calls and the rest: not reused in a fix

@@ -247,6 +247,10 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
             signals.extend(more)
             names.append(qual.rsplit(".", 1)[-1])
         decided = _decide(signals, names)
+    if decided is None and not signals:
+        picked = _picked_by_name(inf)
+        if picked is not None:
+            return picked
     if decided is None:
         kinds = sorted({s.arch for s in signals})
         if kinds:
@@ -282,3 +286,43 @@ def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]
     if arch is not None:
         return [Signal(arch, Origin(facts, node), f"{short} (imported model)", by_name=True)]
     return []
+
+
+def _picked_by_name(inf: Evidence) -> Optional[ContextValue]:
+    """`getattr(models, config.model)` in the training code: the model class is picked
+    by name from a project module. When every model class there builds the same kind of
+    layers (all convolutional, say), that is the architecture, at medium confidence."""
+    facts = inf.facts
+    keep = facts.training_region
+    for record in facts.raw.calls:
+        func = record.node.func
+        if not (isinstance(func, cst.Name) and func.value == "getattr" and len(record.node.args) >= 2 and keep(record.scope)):
+            continue
+        holder = record.node.args[0].value
+        if not isinstance(holder, cst.Name):
+            continue
+        _, bindings = lookup(holder.value, record.scope)
+        if len(bindings) != 1 or bindings[0].kind != "import" or not bindings[0].qualname:
+            continue
+        found = facts.project.module_of(bindings[0].qualname, facts)
+        if found is None or found[1]:
+            continue
+        module = found[0]
+        index = module.model_index
+        roots = index.roots()
+        archs, first = set(), None
+        for name in roots:
+            decided = _decide(index.closure(name)[0], [name])
+            if decided is None or decided[2] != "high":
+                archs.add(None)
+                continue
+            archs.add(decided[0])
+            first = first or (name, decided[1])
+        if len(archs) != 1 or None in archs or first is None:
+            continue
+        arch = archs.pop()
+        name, signal = first
+        picked = cst.Module([]).code_for_node(record.node)
+        detail = f"{picked} picks a model class by name; every one in {module.display_path} ({', '.join(roots)}) builds {arch} layers ({signal.label})"
+        return ContextValue(arch, "inferred", None, "medium", detail, locate=signal.origin.location)
+    return None

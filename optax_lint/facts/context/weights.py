@@ -1,6 +1,7 @@
 """The model's weights: where they come from (the `fine_tune` field: a checkpoint
 restored from a pretrained source, `from_pretrained` or a restore whose arguments say
-pretrained / init_checkpoint; False when the params come from `model.init` and
+pretrained / init_checkpoint (as written, or as the config field they read holds), or a
+config field `init_*` whose value constructs a checkpoint loader; False when the params come from `model.init` and
 nothing is restored or loaded) and how many there are (the `params` field, estimated
 for a Transformer from its config: layers L, width d, vocab V, MLP width d_ff,
 default 4d: params ~ L * (4 d^2 + 2 d d_ff) + V d)."""
@@ -30,9 +31,12 @@ _RESTORE = frozenset(
     }
 )
 _PRETRAINED = re.compile(
-    r"pre_?train|fine_?tun|init_checkpoint|init_ckpt|init_from|warm_?start|base_model|backbone_ckpt|imagenet21k|hf_hub|from_pretrained",
+    r"pre_?train|fine_?tun|init_checkpoint|init_ckpt|init_from|init_transform|warm_?start|base_model|backbone_ckpt|imagenet21k|hf_hub|from_pretrained",
     re.IGNORECASE,
 )
+# A config field that initialises the params from a checkpoint: `init_transform=LoadCheckpoint(...)`.
+_INIT_FIELD = re.compile(r"^init_|^initiali[sz]", re.IGNORECASE)
+_LOADER = re.compile(r"^Load\w*(Checkpoint|Pretrained|Params|Weights)$|^(load|restore)_\w*(checkpoint|pretrained|params|weights)$")
 _L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "num_decoder_layers", "layers", "num_blocks")
 _D_NAMES = ("emb_dim", "d_model", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
@@ -56,10 +60,17 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
         if target is not None:
             pieces.append(code_text(target))
         hint = next((p for p in pieces if _PRETRAINED.search(p)), None)
+        if hint is None:
+            hint = _pretrained_value(inf, record)
         if last == "from_pretrained" or hint is not None:
             label = shortened(code_text(record.node), 70)
             confidence = "high" if last == "from_pretrained" else "medium"
             return ContextValue(True, "inferred", None, confidence, f"pretrained weights restored: {label}", locate=inf.here(record.node).location)
+    loader = _init_loader(facts)
+    if loader is not None:
+        module, call, field_name = loader
+        label = shortened(code_text(call), 70)
+        return ContextValue(True, "inferred", None, "medium", f"params initialised from a checkpoint: {field_name}={label}", locate=Origin(module, call).location)
     if restores:
         inf.note("fine_tune", f"a checkpoint is restored ({shortened(code_text(restores[0].node))}) but nothing says it is pretrained")
         return None
@@ -76,6 +87,52 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
             inf.note("fine_tune", f"params from {code_text(func)}(...), but no optimizer this file builds consumes them")
             return None
     inf.note("fine_tune", "no model.init and no restore in this file")
+    return None
+
+
+def _pretrained_value(inf: Evidence, record) -> Optional[str]:
+    """A restore argument whose value, followed through the project (a config field's
+    default, a flag), is a path that says pretrained."""
+    for arg in record.node.args:
+        found = inf.ev.eval(arg.value, record.scope)
+        if isinstance(found, Found) and isinstance(found.value, str) and _PRETRAINED.search(found.value):
+            return found.value
+    return None
+
+
+def _init_loader(facts):
+    """(module, call, field) for a config field or keyword named `init_*` whose value
+    constructs a checkpoint loader (`init_transform=LoadCheckpoint(path=...)`), in this
+    file or a project module it imports; None when there is none."""
+    project = facts.project
+    modules = [facts] + (project.imported_modules(("Load", "load_", "restore_")) if project.file else [])
+    for module in modules:
+        for record in module.raw.calls:
+            callee = last_name(record.node.func)
+            if not _LOADER.match(callee):
+                continue
+            field_name = _field_holding(module, record)
+            if field_name is not None and _INIT_FIELD.search(field_name):
+                return module, record.node, field_name
+    return None
+
+
+def _field_holding(module, record) -> Optional[str]:
+    """The keyword, class field or assignment target whose value is the call."""
+    target = record.assigned_to
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, cst.Attribute):
+        return target.attr.value
+    statement = record.statement
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.AnnAssign) and small.value is record.node and isinstance(small.target, cst.Name):
+                return small.target.value
+    for other in module.raw.calls:
+        for arg in other.node.args:
+            if arg.value is record.node and arg.keyword is not None:
+                return arg.keyword.value
     return None
 
 

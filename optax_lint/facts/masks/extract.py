@@ -518,6 +518,21 @@ def decays(node: TxNode) -> Optional[bool]:
     return found
 
 
+def decay_in_project(facts, node: TxNode) -> Optional[bool]:
+    """`decays(node)`, with an unknown weight_decay argument followed across the project
+    (`config.weight_decay` set to 0.0 in the config module, a flag's default, a
+    parameter's default): False when that value is statically zero."""
+    found = decays(node)
+    if found is not None or node.args is None:
+        return found
+    from optax_lint.facts.project.evaluate import project_value
+
+    value = project_value(facts, node.args.expr("weight_decay"), node.scope)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value != 0
+    return None
+
+
 def decay_mask_param(node: TxNode) -> Optional[str]:
     """The mask parameter of an optimizer or add_decayed_weights that decays weights."""
     if node.entry is None or node.kind not in ("alias", "transform"):

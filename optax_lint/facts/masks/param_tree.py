@@ -53,6 +53,7 @@ class ParamLeaf:
     names: tuple[str, ...]
     shape: tuple[int, ...]
     role: str  # kernel | bias | scale | embedding | other
+    zero_centred: bool = False  # a scale initialised to zeros (applied as 1 + scale)
 
 
 @dataclass
@@ -62,9 +63,21 @@ class ParamTree:
     root: str  # the model class it was read from, or "<synthetic>"
     framework: str  # linen | nnx | <synthetic>
     scanned: bool = False  # some leaves carry a stacked layer axis
+    # Every layer that creates params was understood, so the roles of all leaves are
+    # known (names may still be unknown: a layer built in a loop).
+    roles_known: bool = False
 
     def top_level(self) -> set[str]:
         return {leaf.names[0] for leaf in self.leaves if leaf.names}
+
+    def decay_pulls_to_zero_output(self) -> Optional[bool]:
+        """Whether decaying every leaf decays a bias or a norm scale that multiplies as
+        is (towards a layer that outputs zeros); False when all layers are bias-free and
+        every scale is zero-centred (decay pulls it towards the identity); None when
+        some layer was not understood."""
+        if not self.roles_known:
+            return None
+        return any(leaf.role == "bias" or (leaf.role == "scale" and not leaf.zero_centred) for leaf in self.leaves)
 
 
 @dataclass
@@ -120,6 +133,7 @@ def build_model_tree(facts) -> Optional[ParamTree]:
     best = max(trees, key=lambda t: len(t.leaves))
     if len(trees) > 1:
         best.complete = False
+        best.roles_known = False
     return best
 
 
@@ -179,13 +193,13 @@ class _TreeReader:
     def tree(self, name: str) -> ParamTree:
         cls = self.classes[name]
         leaves: list[ParamLeaf] = []
-        state = {"complete": True, "scanned": False}
+        state = {"complete": True, "scanned": False, "roles": True}
         self._read(name, (), (), leaves, state, 0, set())
-        return ParamTree(leaves, state["complete"], name, cls.framework, state["scanned"])
+        return ParamTree(leaves, state["complete"], name, cls.framework, state["scanned"], state["roles"])
 
     def _read(self, name, prefix, stack, leaves, state, depth, active) -> None:
         if depth > _MAX_DEPTH or name in active:
-            state["complete"] = False
+            state["complete"] = state["roles"] = False
             return
         cls = self.classes[name]
         counters: dict[str, int] = {}
@@ -216,14 +230,14 @@ class _TreeReader:
             if short == "Param" and cls.framework == "nnx":
                 attr = _assigned_attribute(self.facts, call)
                 if attr is None:
-                    state["complete"] = False
+                    state["complete"] = state["roles"] = False
                 else:
                     leaves.append(ParamLeaf(prefix + (attr,), stack + (8, 8), _role(attr)))
                 return
             if short in _PARAMLESS:
                 return
             if _looks_like_module(func) or (cls.framework == "nnx" and _assigned_attribute(self.facts, call) is not None):
-                state["complete"] = False  # an imported module or a helper: its params are unknown
+                state["complete"] = state["roles"] = False  # an imported module or a helper: its params are unknown
             return
         kind, class_name = target
         sub_stack = stack
@@ -272,10 +286,20 @@ class _TreeReader:
     def _own_param(self, call, prefix, stack, leaves, state) -> None:
         name = value_of(call.args[0].value, self.scope) if call.args else None
         if not isinstance(name, str):
-            state["complete"] = False
+            state["complete"] = state["roles"] = False
             return
         role = _role(name)
-        leaves.append(ParamLeaf(prefix + (name,), stack + ((8,) if role in ("bias", "scale") else (8, 8)), role))
+        init = call_arg_expr(call, 1, "init_fn")
+        zero = role == "scale" and init is not None and _zeros_initializer(init, self.scope)
+        leaves.append(ParamLeaf(prefix + (name,), stack + ((8,) if role in ("bias", "scale") else (8, 8)), role, zero))
+
+
+def _zeros_initializer(expr: cst.BaseExpression, scope) -> bool:
+    """`nn.initializers.zeros`, `zeros_init()`, `jax.nn.initializers.zeros`, `jnp.zeros`."""
+    if isinstance(expr, cst.Call) and not expr.args:
+        expr = expr.func
+    qual = qualified_name(expr, scope) or ""
+    return qual.rsplit(".", 1)[-1] in ("zeros", "zeros_init") and qual.split(".")[0] in ("flax", "jax")
 
 
 def _role(name: str) -> str:

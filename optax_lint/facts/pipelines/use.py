@@ -31,6 +31,7 @@ from optax_lint.facts.file_role import (
     is_test_file,
     owning_package,
 )
+from optax_lint.facts.state.walks import name_uses
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import Scope
@@ -137,3 +138,19 @@ def _passed_by_callers(facts, function: Scope, name: str, depth: int) -> list[cs
         if arg is not None:
             out.extend(possible_calls(facts, arg, site.scope, depth + 1))
     return out
+
+
+def pipeline_referenced(facts, pipeline) -> bool:
+    """Whether the file uses a pipeline at all, as an optimizer or not (a clipper whose
+    `update` clips the gradients counts): bound to a name that is read again, returned
+    by a helper that is called, or built inside an expression that consumes it
+    (`TrainState.create(tx=optax.chain(...))`). A chain assigned and never read again
+    (a leftover probe) is not."""
+    module = facts.module
+    if pipeline.function is not None and pipeline.function.node is not None:
+        return len(name_uses(module, pipeline.function.name)) > 1  # more than the def's own name
+    if pipeline.name:
+        scope = pipeline.record.scope
+        where = scope.node if scope.kind == "function" and pipeline.name not in scope.declared_global else module
+        return len(name_uses(where, pipeline.name)) > 1  # more than the assignment's target
+    return True

@@ -45,6 +45,15 @@ def config_of(facts, project: Project) -> ModuleConfig:
     return facts.module_config
 
 
+def project_value(facts, expr: Optional[cst.BaseExpression], scope: Scope) -> Any:
+    """The plain static value of `expr` followed across the project (a parameter's
+    default, a config field, a flag's default), or Unknown."""
+    if expr is None:
+        return Unknown("no expression")
+    found = ConfigEvaluator(facts).eval(expr, scope)
+    return found.value if isinstance(found, Found) else (found if isinstance(found, Unknown) else Unknown("not a value"))
+
+
 def _replay_get_config(config: ModuleConfig) -> dict[tuple, Found]:
     facts = config.facts
     fn = next(s for s in facts.raw.functions.values() if s.name == "get_config" and s.parent is facts.raw.module_scope)

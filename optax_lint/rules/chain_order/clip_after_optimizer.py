@@ -56,5 +56,6 @@ class ClipAfterOptimizer(Rule):
             clip=describe(node.call),
             optimizer=describe(lr_step.origin.call) if lr_step.origin.call is not None else lr_step.primitive,
             fix=fix,
+            changes_state=True,
             related=[(pipeline.call, "chain built here"), (lr_step.origin.call, "learning-rate step here")],
         )

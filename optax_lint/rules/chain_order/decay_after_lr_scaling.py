@@ -53,6 +53,7 @@ class DecayAfterLrScaling(Rule):
             optimizer=describe(optimizer.call) if optimizer.call is not None else flip.primitive,
             fix=fix,
             fix_title=title,
+            changes_state=True,
             related=[(pipeline.call, "chain built here"), (optimizer.call, "the update is negated here")],
         )
 

@@ -3,6 +3,7 @@ decays (adamw, default 1e-4) plus `add_decayed_weights`."""
 
 from __future__ import annotations
 
+from optax_lint.facts.project.evaluate import project_value
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax.values import Unknown
 
@@ -23,6 +24,9 @@ class DoubleWeightDecay(Rule):
                 continue
             for alias in decoupled:
                 wd = alias.args.value(_DECAY_ALIASES_PARAM) if alias.args is not None else Unknown("")
+                if isinstance(wd, Unknown) and alias.args is not None:
+                    # a parameter's default or a config value, read across the project
+                    wd = project_value(ctx.facts, alias.args.expr(_DECAY_ALIASES_PARAM), alias.scope)
                 if isinstance(wd, Unknown) or wd is None or wd == 0 or isinstance(wd, bool):
                     continue
                 for node in explicit:

@@ -29,7 +29,7 @@ class ResumeReinitializesOptimizer(Rule):
             uses = flow.uses()
             if any("opt_state" in u.path or u.kind == "apply_gradients" for u in uses):
                 continue  # the optimizer state is restored (or the whole state is used)
-            fresh = self._reinit(ctx, ckpt, flow)
+            fresh = self._reinit(ctx, ckpt, flow, restore)
             if fresh is None:
                 continue
             call, params_expr = fresh
@@ -48,8 +48,11 @@ class ResumeReinitializesOptimizer(Rule):
             )
 
     @staticmethod
-    def _reinit(ctx: Context, ckpt: CheckpointFacts, flow: Flow):
+    def _reinit(ctx: Context, ckpt: CheckpointFacts, flow: Flow, restore):
+        order = ctx.facts.call_order
         for record in flow.calls():
+            if record.scope is restore.record.scope and order.get(record.node, 0) < order.get(restore.call, 0):
+                continue  # the first init, before the restore, of a name the restore rebinds
             call = record.node
             func = call.func
             params_expr = None

@@ -59,6 +59,7 @@ class ClipOverFrozenParams(Rule):
                 partition=describe(child.call) if child.call is not None else child.short,
                 frozen=frozen,
                 fix=_clip_into_branches(chain, clip, child),
+                changes_state=True,
                 related=[(child.call, "the frozen parameters are zeroed only here, after the clip")],
             )
             return

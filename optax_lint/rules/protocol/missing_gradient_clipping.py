@@ -9,6 +9,7 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.pipelines.sequences import expanded_sequences
+from optax_lint.facts.pipelines.use import pipeline_referenced
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.protocol.architecture import arch_name, arch_ok
 from optax_lint.rules.protocol.optimizers import complete, is_full_optimizer, optimizers
@@ -51,7 +52,9 @@ class MissingGradientClipping(Rule):
         for pipeline in ctx.facts.pipelines:
             sequences = expanded_sequences(ctx.facts, pipeline)
             if any(step.is_clip for seq in sequences for step in seq):
-                clip_elsewhere = True  # a clip in this or another pipeline (clipper.update(grads, ...))
+                # a clip in this or another pipeline (clipper.update(grads, ...)); a chain
+                # built and never used (a leftover probe) clips nothing
+                clip_elsewhere = clip_elsewhere or pipeline_referenced(ctx.facts, pipeline)
                 continue
             if is_full_optimizer(sequences) and complete(sequences):
                 candidates.append(pipeline)
@@ -69,6 +72,7 @@ class MissingGradientClipping(Rule):
                 evidence=arch.cite(),
                 max_norm=repr(max_norm),
                 fix=self._fix(ctx, pipeline, max_norm),
+                changes_state=True,
             )
 
     @staticmethod

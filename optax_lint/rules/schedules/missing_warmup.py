@@ -20,6 +20,7 @@ from optax_lint.facts.schedules.analysis import (
     is_number,
     provenance,
 )
+from optax_lint.facts.context.loops import run_length_expression
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.schedules.literals import int_literal
@@ -102,7 +103,7 @@ class MissingWarmup(Rule):
             if steps is not None:
                 fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
             ctx.report(_lr_anchor(use), optimizer=describe(use.node.call, 80), lr=f"a constant learning rate {use.constant_text}",
-                       reason=reason, fix=fix, fix_title=title,
+                       reason=reason, fix=fix, fix_title=title, changes_state=True,
                        related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
         for use, schedule in cold:
             reason = self._reason(use, transformer, long_run, steps, steps_entry)
@@ -153,6 +154,9 @@ class MissingWarmup(Rule):
         if facts.parallel.train_steps():
             return None, None  # under pmap the right warmup scales with the device count (OPX404): not a literal
         statement = record.statement
+        length = _run_length(facts, use.node.scope, steps)
+        if length is None:
+            return None, None  # no expression in scope holds the run length: a literal would be invented
         warmup = suggested_warmup(steps, transformer)
         variable = _fresh_name(facts.text, "lr_schedule")
         indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
@@ -160,13 +164,13 @@ class MissingWarmup(Rule):
             name, shown = "warmup_constant_schedule", f"warmup_steps={warmup}"
             args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup), last=True)]
         elif steps > _LONG_RUN_STEPS:
-            name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {steps}"
-            call = _warmup_linear_decay(base, peak, warmup, steps, indent)
+            name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {code(length)}"
+            call = _warmup_linear_decay(base, peak, warmup, length, indent)
         else:
-            name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={steps}"
+            name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={code(length)}"
             args = [
                 _kw("init_value", cst.Float("0.0")), _kw("peak_value", peak),
-                _kw("warmup_steps", int_literal(warmup)), _kw("decay_steps", int_literal(steps), last=True),
+                _kw("warmup_steps", int_literal(warmup)), _kw("decay_steps", length, last=True),
             ]
         if name != "join_schedules":
             call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent, len(indent) + len(variable) + 3)
@@ -204,13 +208,32 @@ class MissingWarmup(Rule):
 _LONG_RUN_STEPS = 100_000
 
 
-def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, steps: int, indent: str) -> Optional[cst.Call]:
+def _run_length(facts, scope, steps: int) -> Optional[cst.BaseExpression]:
+    """What a fix writes for the run length: the expression that bounds the training loop
+    when it means the same where the fix goes (`args.num_steps`); the number itself when
+    the user declared it (pragma, pyproject, command line); otherwise None."""
+    accum = context_value(facts, "grad_accum")
+    if accum is None or accum.value == 1:
+        expr = run_length_expression(facts, scope)
+        if expr is not None:
+            return expr.deep_clone()
+    entry = context_value(facts, "steps")
+    if entry is not None and entry.source != "inferred":
+        return int_literal(steps)
+    return None
+
+
+def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, length: cst.BaseExpression, indent: str) -> Optional[cst.Call]:
     """The recommended long-run schedule, laid out one piece per line:
     join_schedules([linear_schedule(0.0, lr, W), linear_schedule(lr, 0.0, total - W)], [W])."""
-    lr, optax_name = code(peak), code(base)
-    if "\n" in lr:
+    lr, optax_name, total = code(peak), code(base), code(length)
+    if "\n" in lr or "\n" in total:
         return None
-    w, rest = int_literal(warmup).value, int_literal(steps - warmup).value
+    w = int_literal(warmup).value
+    if isinstance(length, cst.Integer):
+        rest = int_literal(int(length.evaluated_value) - warmup).value
+    else:
+        rest = f"{total} - {w}"
     i1, i2 = indent + "    ", indent + "        "
     text = (
         f"{optax_name}.join_schedules(\n{i1}[\n"

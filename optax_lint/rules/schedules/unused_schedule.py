@@ -55,6 +55,7 @@ class UnusedSchedule(Rule):
                 lr=use.constant_text,
                 fix=fix,
                 fix_title=f"Pass {schedule.name} as the optimizer's learning_rate" if fix else None,
+                changes_state=True,
                 related=[(use.node.call, "the optimizer's constant learning rate")],
             )
 

@@ -7,7 +7,7 @@ import math
 
 import libcst as cst
 
-from optax_lint.core.protocol_table import suggested_warmup, warmup_range
+from optax_lint.core.protocol_table import suggested_warmup, warmup_range, warmup_value
 from optax_lint.facts.schedules.analysis import (
     context_number,
     context_value,
@@ -47,18 +47,29 @@ class WarmupLength(Rule):
         if steps is None or steps < ctx.option("min_steps"):
             return  # below 10k steps the protocol's schedule is a constant LR: no warmup length to judge
         transformer = transformer_entry(facts)
-        if fine_tune_entry(facts) is not None:
+        fine_tune = fine_tune_entry(facts)
+        if fine_tune is not None:
             transformer = None  # the protocol's fine-tuning row warms up for 100 steps: no 2000-step minimum
         lo_frac, hi_frac, tf_min = ctx.option("min_fraction"), ctx.option("max_fraction"), ctx.option("transformer_min_warmup")
         lo, hi = warmup_range(steps, transformer is not None, lo_frac, hi_frac, tf_min)
+        if fine_tune is not None:
+            # A fine-tune warms up briefly (the row's 100 steps) or for up to 10% of a
+            # short run (the BERT recipe): both are in range.
+            lo = min(lo, warmup_value("fine_tune_steps"))
+            hi = max(hi, math.floor(warmup_value("fine_tune_max_fraction") * steps))
         for schedule, shape, warmup in warmups:
             if lo <= warmup <= hi:
                 continue
             detail = f"{fmt(warmup)} steps is {warmup / steps:.1%} of the {steps}-step run (steps {provenance(context_value(facts, 'steps'))})"
+            span = f"{fmt(lo)} steps" if lo == hi else f"{fmt(lo)}-{fmt(hi)} steps"
+            source = ""
             if hi == math.inf:
-                rng = f"at least {tf_min} steps on a Transformer (arch {provenance(transformer)})"
+                rng = f"at least {tf_min} steps on a Transformer trained from scratch"
+                source = f"; the model is a Transformer (arch {provenance(transformer)})"
+            elif fine_tune is not None:
+                rng = f"{span} (up to {warmup_value('fine_tune_max_fraction'):.0%} of a fine-tuning run)"
+                source = f"; the run fine-tunes a pretrained model (fine_tune {provenance(fine_tune)})"
             else:
-                span = f"{fmt(lo)} steps" if lo == hi else f"{fmt(lo)}-{fmt(hi)} steps"
                 rng = f"{span} ({lo_frac:.0%}-{hi_frac:.0%} of the run" + (f", at least {tf_min} on a Transformer)" if transformer is not None else ")")
             fix, title = None, None
             anchor = shape.warmup_expr if shape.warmup_expr is not None else schedule.call
@@ -66,7 +77,7 @@ class WarmupLength(Rule):
                 target = suggested_warmup(steps, transformer is not None, lo_frac, hi_frac, tf_min)
                 if lo <= target <= hi and not (schedule.key == "warmup_cosine_decay_schedule" and not self._fits(sf, schedule, target)):
                     fix, title = self._set_warmup(schedule, shape.warmup_expr, target)
-            ctx.report(anchor, schedule=schedule_name(schedule), detail=detail, range=rng, fix=fix, fix_title=title)
+            ctx.report(anchor, schedule=schedule_name(schedule), detail=detail, range=rng, source=source, fix=fix, fix_title=title)
 
     @staticmethod
     def _set_warmup(schedule: Schedule, expr: cst.BaseExpression, target: int):

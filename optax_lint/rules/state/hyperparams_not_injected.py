@@ -40,6 +40,7 @@ class HyperparamsNotInjected(Rule):
                 outcome="raises AttributeError",
                 pipeline=describe_node(pipeline.root),
                 fix=_inject_fix(sf, pipeline, access.key, access=access),
+                changes_state=True,
                 related=[(pipeline.call, "optimizer built here")],
             )
         for tree in sf.tree_accesses():
@@ -59,6 +60,7 @@ class HyperparamsNotInjected(Rule):
                 outcome=outcome,
                 pipeline=describe_node(pipeline.root),
                 fix=_inject_fix(sf, pipeline, tree.key, tree=tree),
+                changes_state=True,
                 related=[(pipeline.call, "optimizer built here")],
             )
 

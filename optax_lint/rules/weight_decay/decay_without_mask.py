@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.masks.extract import decay_mask_param, decays
+from optax_lint.facts.masks.extract import decay_in_project, decay_mask_param
 from optax_lint.facts.masks.param_tree import frameworks
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.rules.base import Context, Rule, describe
@@ -24,13 +24,16 @@ class DecayWithoutMask(Rule):
         candidates = []
         for pipeline in facts.pipelines:
             for node in pipeline.nodes():
-                if self._unmasked_decay(node):
+                if self._unmasked_decay(node) and decay_in_project(facts, node) is not False:
                     candidates.append((pipeline, node))
         if not candidates:
             return
         arch = facts.run_context.get("arch")
         if arch is None or arch.value != "transformer":
             return
+        tree = facts.model_tree
+        if tree is not None and tree.decay_pulls_to_zero_output() is False:
+            return  # bias-free layers and zero-centred scales: decay pulls towards the identity
         for pipeline, node in candidates:
             fix = _mask_fix(facts, pipeline, node)
             ctx.report(
@@ -38,6 +41,7 @@ class DecayWithoutMask(Rule):
                 optimizer=describe(node.call),
                 evidence=arch.cite(),
                 fix=fix,
+                changes_state=True,
             )
 
     @staticmethod
@@ -47,8 +51,6 @@ class DecayWithoutMask(Rule):
             return False
         mask = node.args.expr(param)
         if mask is not None and not (isinstance(mask, cst.Name) and mask.value == "None"):
-            return False
-        if decays(node) is False:
             return False
         parent = node.parent
         while parent is not None:  # a masked(...) or a partition branch already selects leaves
@@ -102,15 +104,14 @@ def _mask_fix(facts, pipeline: Pipeline, node: TxNode):
         at = _after_imports(body)
         blank = cst.EmptyLine()
         new_function = function.with_changes(leading_lines=[blank, blank])
-        inserted = [new_function]
-        if needs_import:
-            inserted.insert(0, cst.parse_statement("from flax import traverse_util\n"))
         if at < len(body):
             following = body[at]
             lines = list(following.leading_lines)
             if len([ln for ln in lines if ln.comment is None]) < 2:
                 body[at] = following.with_changes(leading_lines=[blank, blank] + [ln for ln in lines if ln.comment is not None])
-        body[at:at] = inserted
+        body[at:at] = [new_function]
+        if needs_import:
+            body = fixes.insert_import(body, cst.parse_statement("from flax import traverse_util\n"))
         return module.with_changes(body=body)
 
     return apply
