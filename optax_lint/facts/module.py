@@ -176,6 +176,13 @@ class ModuleFacts:
         return find_training_region(self)
 
     @functools.cached_property
+    def purpose(self):
+        """What the code is for: a training run, a test, a benchmark, ... (context/purpose.py)."""
+        from optax_lint.facts.context.purpose import find_purpose
+
+        return find_purpose(self)
+
+    @functools.cached_property
     def declares_context(self) -> bool:
         """Whether the user declared any of the run context (command line, pragma, config)."""
         from optax_lint.facts.file_role import declares_context
