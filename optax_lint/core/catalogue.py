@@ -128,6 +128,10 @@ class RuleSpec:
             lines.append("Enabled: no (opt in with --extend-select)")
         if self.basis:
             lines.append("Rests on: " + "; ".join(self.basis))
+        if self.speaks_about == "training-runs":
+            lines.append("Speaks about: training runs only (silent in tests, benchmarks, toy demos and library "
+                         "building blocks unless the run context is declared; info when the training run or the "
+                         "model is known by a name alone)")
         if self.protocol:
             lines.append(f"Protocol: {self.protocol_url}")
         if self.help:

@@ -43,12 +43,12 @@ def judge_by_purpose(findings: list, facts, catalogue: dict[str, RuleSpec]) -> l
     that rests on a weak signal info, saying what was inferred from where."""
     if not findings:
         return findings
-    purpose = facts.purpose
     out = []
     for finding in findings:
         spec = catalogue.get(finding.code)
         about = spec.speaks_about if spec is not None else None
-        if about == OPTIMIZER_CODE and purpose.unstepped_tests and purpose.in_unstepped_test(finding.span.line):
+        line = finding.span.line
+        if about == OPTIMIZER_CODE and any(start <= line <= end for start, end in facts.unstepped_tests):
             continue
         if about == TRAINING_RUNS and finding.severity is not Severity.INFO:
             weak = _weak_signal(finding, facts)

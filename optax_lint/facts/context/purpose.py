@@ -34,7 +34,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.context.evidence import Evidence, code_text, last_name
+from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer, training_loops
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.syntax.names import lookup
@@ -65,9 +65,6 @@ class Purpose:
     facts: object = field(default=None, repr=False, compare=False)
     weak: bool = False  # rests on a name alone (of a file, function or class)
     declared: bool = False  # the user declared the run context
-    # Test functions that take no optimizer step (their first and last line), where a
-    # defect rule has nothing to say: the optimizer is built only to look at.
-    unstepped_tests: tuple[tuple[int, int], ...] = ()
 
     @property
     def trains(self) -> bool:
@@ -87,29 +84,23 @@ class Purpose:
         text = f"{self.kind}: {self.evidence}"
         return f"{text} ({where})" if where else text
 
-    def in_unstepped_test(self, line: int) -> bool:
-        return any(start <= line <= end for start, end in self.unstepped_tests)
-
 
 def find_purpose(facts) -> Purpose:
-    unstepped = _unstepped_tests(facts)
     if facts.declares_context:
-        return Purpose(TRAINING_RUN, "the run context is declared (command line, pragma or config)", declared=True,
-                       unstepped_tests=unstepped)
+        return Purpose(TRAINING_RUN, "the run context is declared (command line, pragma or config)", declared=True)
     if is_test_file(facts.path):
-        return Purpose(TEST, "a test file (by its name or folder)", unstepped_tests=unstepped)
-    return _Reader(facts, unstepped).read()
+        return Purpose(TEST, "a test file (by its name or folder)")
+    return _Reader(facts).read()
 
 
 class _Reader:
-    def __init__(self, facts, unstepped) -> None:
+    def __init__(self, facts) -> None:
         self.facts = facts
-        self.inf = Evidence(facts)
-        self.unstepped = unstepped
+        self.inf = facts.inference
         self._loop_calls: dict = {}
 
     def purpose(self, kind: str, evidence: str, node=None, weak: bool = False) -> Purpose:
-        return Purpose(kind, evidence, node, self.facts, weak, unstepped_tests=self.unstepped)
+        return Purpose(kind, evidence, node, self.facts, weak)
 
     def read(self) -> Purpose:
         facts = self.facts
@@ -225,8 +216,9 @@ class _Reader:
         return None
 
 
-def _unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
-    """Line ranges of test functions in which no optimizer takes a step."""
+def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
+    """Line ranges (first, last) of the test functions in which no optimizer takes a
+    step: a defect rule has nothing to say there, the optimizer is built to look at."""
     tests = [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
     if not tests:
         return ()
