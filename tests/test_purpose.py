@@ -147,3 +147,35 @@ def test_catalogue_says_which_rules_speak_only_about_training_runs() -> None:
     assert "OPX108" in training and {c for c in catalogue if c.startswith("OPX2")} <= training
     assert {"OPX101", "OPX104", "OPX305", "OPX306", "OPX502"}.isdisjoint(training)
     assert catalogue["OPX701"].speaks_about == "any-code"
+
+
+def test_a_model_defined_in_a_benchmark_makes_advice_info(tmp_path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "models.py").write_text(textwrap.dedent("""
+        import flax.linen as nn
+
+        class Tiny(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.SelfAttention(num_heads=2)(x)
+    """))
+    src = textwrap.dedent("""
+        import optax
+        from flax.training import train_state
+        from benchmarks.models import Tiny
+
+        def train_step(state, batch):
+            return state.apply_gradients(grads=grads_of(state, batch))
+
+        def main(loader):
+            model = Tiny()
+            state = train_state.TrainState.create(apply_fn=model.apply, params=model.init(0), tx=optax.adam(1e-4))
+            for batch in loader:
+                state = train_step(state, batch)
+    """)
+    path = tmp_path / "train.py"
+    path.write_text(src)
+    (finding,) = engine.lint_text(src, str(path), {"OPX201"}, root=str(tmp_path)).findings
+    assert finding.severity is Severity.INFO
+    assert "the model is defined in a test or benchmark (benchmarks/models.py:" in finding.message

@@ -28,6 +28,7 @@ from typing import Optional
 
 from optax_lint.core.catalogue import RuleSpec
 from optax_lint.core.diagnostics import Severity
+from optax_lint.facts.context.purpose import test_or_benchmark_path
 
 TRAINING_RUNS = "training-runs"
 OPTIMIZER_CODE = "optimizer-code"
@@ -65,8 +66,13 @@ def _weak_signal(finding, facts) -> str:
         return f"whether this is a training run rests on a weak signal: {purpose.evidence}" + (
             f" ({purpose.location})" if purpose.location else "")
     entry = facts.run_context.values.get("arch")  # only when a rule asked for it
-    if entry is not None and getattr(entry, "by_name", False) and entry.location and entry.location in finding.message:
+    where = entry.location if entry is not None else None
+    if not where or where not in finding.message:  # the finding does not rest on the model
+        return ""
+    if entry.by_name:
         return f"the model is known as a {entry.value} by its class name alone ({entry.detail})"
+    if test_or_benchmark_path(where.rsplit(":", 1)[0]):
+        return f"the model is defined in a test or benchmark ({where})"
     return ""
 
 

@@ -35,7 +35,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.evidence import code_text, last_name
-from optax_lint.facts.context.loops import step_functions, steps_optimizer, training_loops
+from optax_lint.facts.context.loops import step_functions, steps_optimizer
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import Scope
@@ -50,9 +50,15 @@ NOT_STEPPED = "no training loop"
 _BENCH_PART = re.compile(r"(^|[_\-.])(bench|benchmarks?|benchmarking)($|[_\-.])", re.IGNORECASE)
 _TIMERS = frozenset({"perf_counter", "perf_counter_ns", "monotonic", "default_timer", "timeit", "repeat"})
 _SCAN_BODY = {"jax.lax.scan": 0, "jax.lax.fori_loop": 2, "jax.lax.while_loop": 1}
-_TRAINER_CALLS = frozenset({"fit", "train", "train_and_evaluate", "run_training"})
+_TRAINER_CALLS = frozenset({"fit", "train"})
+_LOOP_CALLS = frozenset({"run_loop", "train_loop", "training_loop", "train_and_evaluate", "run_training", "train_model"})
+_FRAMEWORK_EXPERIMENTS = ("AbstractExperiment",)  # jaxline
 _DATA_WORDS = re.compile(r"load|dataset|dataloader|read_|tfds|from_tensor|download|fetch", re.IGNORECASE)
 _LITERAL_ARRAYS = frozenset({"array", "asarray", "ones", "zeros", "full", "arange", "linspace", "normal", "uniform", "randint"})
+_STEP_NAME = re.compile(r"(^|_)(pre)?(train|update)(_|$)|^(p_)?(do_)?step(_fn)?$|train_fn|apply_gradients", re.IGNORECASE)
+_NOT_A_STEP = re.compile(r"eval|test|predict|valid|infer|sample|metric|env|restore|save|log|summar|should|denoise", re.IGNORECASE)
+_STEPPER = re.compile(r"^(opt|optim|optimizer|tx|solver|updater|trainer|learner|train_state|state)(_\w*)?$", re.IGNORECASE)
+_OPT_STATE = re.compile(r"^(opt_state|optimizer_state|optim_state)$")
 _TOY_STEPS = 1000
 _TOY_ELEMENTS = 4096
 
@@ -106,19 +112,13 @@ class _Reader:
         facts = self.facts
         bench_named = _bench_named(facts.path)
         strong, weak, timing, toy = [], [], [], []
-        for loop, call in training_loops(self.inf):
-            if _in_test(loop.scope):
-                continue
-            record = facts.record_of.get(call)
-            scope = record.scope if record is not None else loop.scope
+        for loop, call, stepped in self._stepping_loops():
             if self._timing(loop):
                 timing.append((loop, call))
-            elif self._toy(loop, call):
+            elif self._toy(loop):
                 toy.append((loop, call))
-            elif steps_optimizer(self.inf, call, scope, by_name=False):
-                strong.append((loop, call))
             else:
-                weak.append((loop, call))
+                (strong if stepped else weak).append((loop, call))
         scanned = self._scanned_steps()
         if strong or scanned:
             node, text = (strong[0][1], f"a loop steps the optimizer (`{_short(strong[0][1])}`)") if strong else scanned
@@ -134,7 +134,7 @@ class _Reader:
             return self.purpose(TRAINING_RUN, f"a loop calls `{_short(call)}`, a step known only by its name", call, weak=True)
         trainer = self._trainer_call()
         if trainer is not None:
-            return self.purpose(TRAINING_RUN, f"`{_short(trainer)}` is known as training only by its name", trainer, weak=True)
+            return self.purpose(TRAINING_RUN, trainer[1], trainer[0], weak=True)
         if toy:
             return self.purpose(TOY, "a loop of a few steps over a few literal rows of data", toy[0][1])
         used = [p for p in facts.pipelines if not _in_test(p.record.scope)]
@@ -145,6 +145,37 @@ class _Reader:
         return self.purpose(NOT_STEPPED, "nothing in the file steps an optimizer repeatedly")
 
     # -- loops ---------------------------------------------------------------
+    def _stepping_loops(self) -> list:
+        """(loop, call, strong) for the innermost loop around each optimizer step outside
+        tests; `strong` false when the call is known as a step only by its name."""
+        facts = self.facts
+        if not facts.raw.loops:
+            return []
+        by_node = {loop.node: loop for loop in facts.raw.loops}
+        parents = facts.raw.parent_stmt
+        best: dict = {}
+        for record in facts.raw.calls:
+            if record.loop_depth == 0 or _in_test(record.scope):
+                continue
+            if steps_optimizer(self.inf, record.node, record.scope, by_name=False):
+                stepped = True
+            elif _named_like_a_step(record.node, record.scope):
+                stepped = False
+            else:
+                continue
+            stmt, loop = record.statement, None
+            while stmt in parents and loop is None:
+                stmt = parents[stmt]
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    break
+                loop = by_node.get(stmt)
+            if loop is None:
+                continue
+            known = best.get(loop.node)
+            if known is None or (stepped and not known[2]):
+                best[loop.node] = (loop, record.node, stepped)
+        return list(best.values())
+
     def _calls_in(self, loop) -> list:
         """The call records inside a loop's body."""
         found = self._loop_calls.get(loop.node)
@@ -179,7 +210,7 @@ class _Reader:
             code_text(r.node.func) == "time.time" for r in self.facts.raw.calls if _function_of(r.scope) is function))
         return timed and "block_until_ready" in names
 
-    def _toy(self, loop, call) -> bool:
+    def _toy(self, loop) -> bool:
         """At most a thousand steps, no data drawn, and a few literal rows of data."""
         node = loop.node
         if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
@@ -207,12 +238,22 @@ class _Reader:
                         return record.node, f"`{name.rsplit('.', 1)[-1]}` steps the optimizer in `{body.value}`"
         return None
 
-    def _trainer_call(self) -> Optional[cst.Call]:
+    def _trainer_call(self) -> Optional[tuple]:
+        """A training loop that lives elsewhere, known by a name: `trainer.fit(...)`,
+        `run_loop(agent, env)`, a jaxline experiment (jaxline calls its `step`)."""
         for record in self.facts.raw.calls:
             func = record.node.func
-            if (isinstance(func, cst.Attribute) and func.attr.value in _TRAINER_CALLS
-                    and "trainer" in code_text(func.value).lower() and not _in_test(record.scope)):
-                return record.node
+            name = last_name(func)
+            if _in_test(record.scope) or _in_evaluation(record.scope):
+                continue
+            if name in _LOOP_CALLS or (name in _TRAINER_CALLS and isinstance(func, cst.Attribute)
+                                       and "trainer" in code_text(func.value).lower()):
+                return record.node, f"`{_short(record.node)}` is known as a training loop only by its name"
+        for scope in self.facts.raw.scopes:
+            node = scope.node
+            if scope.kind == "class" and isinstance(node, cst.ClassDef) and any(
+                    code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
+                return node, f"class {scope.name} is a training framework's experiment, known by its base class"
         return None
 
 
@@ -277,6 +318,36 @@ def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
     while scope is not None and scope.kind not in ("function", "module"):
         scope = scope.parent
     return scope
+
+
+def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:
+    """`train_step(...)`, `p_main_step_G(...)`, `opt.update(...)`, `trainer.step()`, or a
+    call handed the optimizer state, outside evaluation code: what a step looks like,
+    by its names alone."""
+    func = call.func
+    name = last_name(func)
+    if _NOT_A_STEP.search(name) or _in_evaluation(scope):
+        return False
+    handed_state = any(isinstance(arg.value, cst.Name) and _OPT_STATE.search(arg.value.value) for arg in call.args)
+    if isinstance(func, cst.Attribute) and name in ("update", "step", "apply"):
+        return bool(_STEPPER.search(code_text(func.value).rsplit(".", 1)[-1])) or handed_state
+    return bool(_STEP_NAME.search(name)) or handed_state
+
+
+def _in_evaluation(scope: Optional[Scope]) -> bool:
+    """Inside a function or class named for evaluation (`evaluate`, `Evaluator`), not
+    for training too (`train_and_evaluate`)."""
+    while scope is not None:
+        if scope.kind in ("function", "class") and _NOT_A_STEP.search(scope.name) and "train" not in scope.name.lower():
+            return True
+        scope = scope.parent
+    return False
+
+
+def test_or_benchmark_path(path: Optional[str]) -> bool:
+    """A file whose name or folder says it is a test or a benchmark: a model defined
+    there says little about what a training run trains."""
+    return is_test_file(path) or _bench_named(path)
 
 
 def _bench_named(path: Optional[str]) -> bool:
