@@ -103,22 +103,26 @@ def test_weak_evidence_is_info_and_says_so() -> None:
     assert "bad_imported_step_by_name.py:27" in findings[0].message
 
 
-def test_a_model_known_by_its_class_name_alone_makes_advice_info() -> None:
-    src = """
+def trains_imported_model(model_import: str) -> str:
+    """A training script whose model class comes from `model_import` (bound as Model)."""
+    return textwrap.dedent("""
         import optax
         from flax.training import train_state
-        from mylab.models import GPT
+        {model_import}
 
         def train_step(state, batch):
             return state.apply_gradients(grads=grads_of(state, batch))
 
         def main(loader):
-            model = GPT()
+            model = Model()
             state = train_state.TrainState.create(apply_fn=model.apply, params=model.init(0), tx=optax.adam(1e-4))
             for batch in loader:
                 state = train_step(state, batch)
-    """
-    (finding,) = lint(src, "train.py", {"OPX201"})
+    """).format(model_import=model_import)
+
+
+def test_a_model_known_by_its_class_name_alone_makes_advice_info() -> None:
+    (finding,) = lint(trains_imported_model("from mylab.models import GPT as Model"), "train.py", {"OPX201"})
     assert finding.severity is Severity.INFO
     assert "the model is known as a transformer by its class name alone" in finding.message
 
@@ -160,20 +164,7 @@ def test_a_model_defined_in_a_benchmark_makes_advice_info(tmp_path) -> None:
             def __call__(self, x):
                 return nn.SelfAttention(num_heads=2)(x)
     """))
-    src = textwrap.dedent("""
-        import optax
-        from flax.training import train_state
-        from benchmarks.models import Tiny
-
-        def train_step(state, batch):
-            return state.apply_gradients(grads=grads_of(state, batch))
-
-        def main(loader):
-            model = Tiny()
-            state = train_state.TrainState.create(apply_fn=model.apply, params=model.init(0), tx=optax.adam(1e-4))
-            for batch in loader:
-                state = train_step(state, batch)
-    """)
+    src = trains_imported_model("from benchmarks.models import Tiny as Model")
     path = tmp_path / "train.py"
     path.write_text(src)
     (finding,) = engine.lint_text(src, str(path), {"OPX201"}, root=str(tmp_path)).findings
