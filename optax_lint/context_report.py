@@ -38,6 +38,9 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     from optax_lint.facts.project.found import line_of
 
     lines = [path]
+    purpose = facts.purpose
+    strength = " (a weak signal: advice only)" if purpose.weak else ""
+    lines.append(f"  {'purpose':<{_FIELD_W}}{purpose.describe()}{strength}")
     for field in FIELDS:
         entry: Optional[ContextValue] = context.entry(field)
         if entry is None or entry.value is None:
@@ -48,10 +51,13 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
         if entry.usable is False and not detail:
             detail = context.note(field)
         lines.append(_row(field, format_value(field, entry.value), entry.where(), confidence, detail))
+    from optax_lint.engine.filters import silenced_in_file
+
+    silenced = sorted(c for c in codes if silenced_in_file(catalogue.get(c), facts))
     skipped = []
     for code in sorted(codes):
         spec = catalogue.get(code)
-        if spec is None or not spec.needs_context:
+        if spec is None or not spec.needs_context or code in silenced:
             continue
         missing = context.missing(spec.needs_context)
         if missing:
@@ -59,11 +65,8 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     if skipped:
         lines.append("  skipped for want of context:")
         lines.extend(skipped)
-    from optax_lint.engine.filters import silenced_in_file
-
-    silenced = sorted(c for c in codes if silenced_in_file(catalogue.get(c), facts))
     if silenced:
-        lines.append(f"  a test file: {', '.join(silenced)} stay silent unless the context is declared")
+        lines.append(f"  not a training run: {', '.join(silenced)} stay silent unless the context is declared")
     blocked = not_analysable(facts)
     if blocked:
         lines.append("  not analysable:")

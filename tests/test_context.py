@@ -681,6 +681,7 @@ def test_opx201_hand_clipping_counts_only_on_gradients():
     base = LINEN_HEAD + (
         "class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(2)(x)\n\nmodel = M()\n"
         "tx = optax.adamw(3e-4)\n"
+        "for batch in batches:\n    updates, opt_state = tx.update(grads, opt_state, params)\n"
     )
     from optax_lint.engine.lint import lint_text
 

@@ -156,6 +156,11 @@ PMAP_STEP = textwrap.dedent(
         grads = jax.lax.pmean(grads, axis_name="batch")
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
+
+    def train(params, opt_state, batches):
+        for batch in batches:
+            params, opt_state = train_step(params, opt_state, batch)
+        return params
     """
 )
 

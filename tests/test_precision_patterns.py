@@ -24,6 +24,7 @@ def facts(src: str, path: str = "x.py") -> ModuleFacts:
 TRANSFORMER_RUN = """
     {pragma}
     import flax.linen as nn
+    import jax
     import optax
     from flax.training import train_state
 
@@ -38,14 +39,25 @@ TRANSFORMER_RUN = """
         model = Block()
         params = model.init(rng, x)
         return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adamw(1e-3))
+
+
+    def train(rng, batches):
+        state = create(rng, batches[0])
+        for x in batches:
+            grads = jax.grad(lambda p: state.apply_fn(p, x).sum())(state.params)
+            state = state.apply_gradients(grads=grads)
+        return state
 """
 
 
-def test_protocol_rules_are_silent_in_test_files_unless_context_is_declared() -> None:
+def test_protocol_rules_speak_only_about_training_runs_unless_context_is_declared() -> None:
     plain = TRANSFORMER_RUN.format(pragma="")
     assert [f.code for f in lint(plain, "train.py", {"OPX201"})] == ["OPX201"]
     assert lint(plain, "tests/train.py", {"OPX201"}) == []
     assert lint(plain, "model_test.py", {"OPX201"}) == []
+    # The same optimizer, built but never stepped: no training run to advise.
+    built_only = plain[: plain.index("    def train(")]
+    assert lint(built_only, "train.py", {"OPX201"}) == []
     declared = TRANSFORMER_RUN.format(pragma="# optax-lint: context arch=transformer")
     assert [f.code for f in lint(declared, "tests/test_train.py", {"OPX201"})] == ["OPX201"]
 
@@ -138,7 +150,8 @@ def test_code_written_to_fail_is_not_reported() -> None:
             def test_bad_schedule(self):
                 with self.assertRaises(ValueError):
                     optax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 0)
-                optax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 5)
+                tx = optax.sgd(optax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 5))
+                updates, _ = tx.update({"w": 1.0}, tx.init({"w": 0.0}))
     """
     assert [f.span.line for f in lint(src, "check.py", {"OPX305"})] == [10]
 
@@ -155,6 +168,7 @@ def test_the_wrong_object_built_before_the_raising_call_is_not_reported() -> Non
                 with self.assertRaises(ValueError):
                     tx.init({"w": 1.0, "b": 2.0})
                 tx = optax.multi_transform({"a": optax.sgd(1.0)}, {"w": "a", "b": "adm"})
+                updates, _ = tx.update({"w": 1.0, "b": 1.0}, tx.init({"w": 1.0, "b": 2.0}))
 
             def helper_unknown_label(self):
                 tx = optax.multi_transform({"a": optax.sgd(1.0)}, {"w": "a", "b": "adm"})
@@ -162,7 +176,7 @@ def test_the_wrong_object_built_before_the_raising_call_is_not_reported() -> Non
                     tx.init({"w": 1.0, "b": 2.0})
     """
     # Before the block in a test: silent. After it, or in a function that is not a test: reported.
-    assert [f.span.line for f in lint(src, "check.py", {"OPX111"})] == [11, 14]
+    assert [f.span.line for f in lint(src, "check.py", {"OPX111"})] == [11, 15]
 
 
 def test_used_as_optimizer_follows_branches_defaults_and_callers() -> None:

@@ -268,6 +268,8 @@ def test_opx303_decay_minus_warmup_and_exact_run() -> None:
         TOTAL, WARMUP = 10_000, 500
         s = optax.warmup_cosine_decay_schedule(0.0, 1e-3, WARMUP, TOTAL - WARMUP)
         tx = optax.adam(s)
+        for g in gradients:
+            updates, opt_state = tx.update(g, opt_state)
     """
     assert found(src, {"OPX303"}) == [(4, "OPX303")]
     assert found(src, {"OPX303"}, steps=10_000) == [(4, "OPX303")]
@@ -322,6 +324,8 @@ def test_opx307_division_by_k_is_right() -> None:
         K = 4
         MICRO = 40_000
         tx = optax.MultiSteps(optax.adam(optax.cosine_decay_schedule(1e-3, MICRO // K)), every_k_schedule=K)
+        for g in gradients:
+            updates, opt_state = tx.update(g, opt_state)
     """
     assert found(src, {"OPX307"}) == []
     assert found(src.replace("MICRO // K", "MICRO * K"), {"OPX307"}) == [(5, "OPX307")]
@@ -336,6 +340,7 @@ def test_opx308_logged_lr_variable() -> None:
         for step in range(1000):
             lr = float(sched(step))
             print("lr", lr)
+            updates, opt_state = tx.update(next(gradients), opt_state)
     """
     assert found(src, {"OPX308"}) == [(3, "OPX308")]
     used = src.replace('print("lr", lr)', "tx = optax.adam(lr)")
@@ -349,7 +354,7 @@ def test_opx308_module_level_schedule_only_in_scripts() -> None:
         default_tx = optax.adam(1e-3)
     """
     assert found(library, {"OPX308"}) == []  # another module may import the schedule
-    script = textwrap.dedent(library) + "for step in range(10_000):\n    pass\n"
+    script = textwrap.dedent(library) + "for step in range(10_000):\n    updates, opt_state = default_tx.update(next(gradients), opt_state)\n"
     assert found(script, {"OPX308"}) == [(3, "OPX308")]
 
 

@@ -485,8 +485,10 @@ def test_opx611_only_for_used_pipelines_and_unobserved_schedules() -> None:
         {use}
         """
     assert lines(source.format(use=""), "OPX611") == []  # built but never used here
-    assert lines(source.format(use="s = tx.init(p)"), "OPX611") == []  # a named schedule: schedule(step) reads it
+    trains = "s = tx.init(p)\n        for g in grads:\n            u, s = tx.update(g, s)"
+    assert lines(source.format(use=trains), "OPX611") == []  # a named schedule: schedule(step) reads it
     inline = source.replace("tx = optax.adam(schedule)", "tx = optax.adam(optax.cosine_decay_schedule(1e-3, 1000))")
-    assert lines(inline.format(use="s = tx.init(p)"), "OPX611") == [4]
+    assert lines(inline.format(use=trains), "OPX611") == [4]
+    assert lines(inline.format(use="s = tx.init(p)"), "OPX611") == []  # never stepped: no training run to log
     injected = inline.replace("optax.adam(optax", "optax.inject_hyperparams(optax.adam)(optax")
-    assert lines(injected.format(use="s = tx.init(p)"), "OPX611") == []
+    assert lines(injected.format(use=trains), "OPX611") == []

@@ -97,9 +97,12 @@ class RuleSpec:
     # message's arguments; fields the rule did not pass are left out of the sentence).
     help: str = ""
     # Where the engine keeps the rule silent (engine/filters.py), so policy lives here
-    # and not in code. Advice about a training run: not run on a test file unless the
-    # user declares its run context.
-    silent_in_tests: bool = False
+    # and not in code. What the rule speaks about (facts/context/purpose.py):
+    # "training-runs": advice about how to train, run only where the code is a training
+    # run (or the user declares its run context), and info when that rests on a name
+    # alone; "optimizer-code" (a defect): anywhere but a test that never steps an
+    # optimizer; "any-code": everywhere (API currency, meta).
+    speaks_about: str = "optimizer-code"
     # No finding in code written to fail (an assertRaises / pytest.raises block and
     # the test before it); false only for findings reported wherever they happen.
     silent_in_code_written_to_fail: bool = True
@@ -125,6 +128,10 @@ class RuleSpec:
             lines.append("Enabled: no (opt in with --extend-select)")
         if self.basis:
             lines.append("Rests on: " + "; ".join(self.basis))
+        if self.speaks_about == "training-runs":
+            lines.append("Speaks about: training runs only (silent in tests, benchmarks, toy demos and library "
+                         "building blocks unless the run context is declared; info when the training run or the "
+                         "model is known by a name alone)")
         if self.protocol:
             lines.append(f"Protocol: {self.protocol_url}")
         if self.help:
@@ -214,7 +221,7 @@ def _load_rule(path: Path) -> RuleSpec:
             needs_context=tuple(data.get("needs_context", ())),
             protocol=data.get("protocol", ""),
             help=data.get("help", ""),
-            silent_in_tests=_flag(data, "silent_in_tests", False),
+            speaks_about=_choice(data, "speaks_about", SPEAKS_ABOUT),
             silent_in_code_written_to_fail=_flag(data, "silent_in_code_written_to_fail", True),
             silent_in_version_guards=_flag(data, "silent_in_version_guards", False),
         )
@@ -232,6 +239,16 @@ def load_catalogue() -> dict[str, RuleSpec]:
             raise CatalogueError(f"{path.name} declares code {spec.code}")
         specs[spec.code] = spec
     return dict(sorted(specs.items()))
+
+
+SPEAKS_ABOUT = ("optimizer-code", "training-runs", "any-code")  # the first is the default
+
+
+def _choice(data: dict, key: str, allowed: tuple[str, ...]) -> str:
+    value = data.get(key, allowed[0])
+    if value not in allowed:
+        raise ValueError(f"{key} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
 
 
 def _flag(data: dict, key: str, default: bool) -> bool:

@@ -14,7 +14,7 @@ from optax_lint.core.diagnostics import Edit, Finding, Span
 from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta_finding
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
-from optax_lint.engine.filters import drop_intended, silenced_in_file
+from optax_lint.engine.filters import drop_intended, judge_by_purpose, silenced_in_file
 from optax_lint.engine.large import flagged_text
 from optax_lint.engine.skipped import lint_skipped, unused_noqa
 from optax_lint.facts.module import ModuleFacts
@@ -102,7 +102,7 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return _distinct(drop_intended(findings, facts, catalogue)), internal
+    return _distinct(judge_by_purpose(drop_intended(findings, facts, catalogue), facts, catalogue)), internal
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:

@@ -2,9 +2,8 @@
 
 - Test files (`test_*.py`, `*_test.py`, `conftest.py`, anything under a `tests/` or
   `test/` directory) and `test_*` functions exercise transforms in ways no training run
-  does (pass-through masks, single updates, constant learning rates): advice about a
-  training run does not apply there unless the user declares a context (the rules
-  marked `silent_in_tests` in the catalogue; engine/filters.py).
+  does (pass-through masks, single updates, constant learning rates). What that means
+  for the rules is decided in one place, the file's purpose (context/purpose.py).
 - A module of optax's (flax's, jax's, orbax's) own package uses that package's private
   modules and deprecated names on purpose, and rewriting its imports to the public
   API can make the package import itself (a circular import). Its owning package is

@@ -176,6 +176,20 @@ class ModuleFacts:
         return find_training_region(self)
 
     @functools.cached_property
+    def purpose(self):
+        """What the code is for: a training run, a test, a benchmark, ... (context/purpose.py)."""
+        from optax_lint.facts.context.purpose import find_purpose
+
+        return find_purpose(self)
+
+    @functools.cached_property
+    def unstepped_tests(self) -> tuple[tuple[int, int], ...]:
+        """Line ranges of test functions that never step an optimizer (context/purpose.py)."""
+        from optax_lint.facts.context.purpose import unstepped_tests
+
+        return unstepped_tests(self)
+
+    @functools.cached_property
     def declares_context(self) -> bool:
         """Whether the user declared any of the run context (command line, pragma, config)."""
         from optax_lint.facts.file_role import declares_context
@@ -198,10 +212,17 @@ class ModuleFacts:
     @functools.cached_property
     def run_context(self):
         """What is being trained (arch, steps, batch, ...), with provenance."""
-        from optax_lint.facts.context.infer import Inference
         from optax_lint.facts.context.run_context import build_run_context
 
-        return build_run_context(self, Inference(self).infer)
+        return build_run_context(self, self.inference.infer)
+
+    @functools.cached_property
+    def inference(self):
+        """The run context's readers and the indexes they share (training loops, step
+        functions), also read for the file's purpose."""
+        from optax_lint.facts.context.infer import Inference
+
+        return Inference(self)
 
     # -- names ------------------------------------------------------------
     def canonical(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:

@@ -59,14 +59,19 @@ def _step_functions(inf: Evidence) -> set:
     return inf.step_functions
 
 
-def _is_step_call(inf: Evidence, call: cst.Call, scope: Scope, depth: int = 0) -> bool:
+def _is_step_call(inf: Evidence, call: cst.Call, scope: Scope, depth: int = 0, by_name: bool = True) -> bool:
+    """The call takes an optimizer step: an update site, or a function (jitted, pmapped,
+    partially applied) that holds one. `by_name`: a callee named like a step
+    (`train_step`, `update`) counts too, though nothing shows what it does."""
     facts = inf.facts
     sites = facts.update_calls
     if call in sites:
         return True
     func = call.func
-    if _STEP_CALL.search(last_name(func)):
+    if by_name and _STEP_CALL.search(last_name(func)):
         return True
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return _method_steps(inf, func.attr.value, scope)
     if isinstance(func, cst.Name) and depth < 3:
         _, bindings = lookup(func.value, scope)
         if len(bindings) == 1:
@@ -74,12 +79,39 @@ def _is_step_call(inf: Evidence, call: cst.Call, scope: Scope, depth: int = 0) -
             if binding.kind == "def":
                 return binding.node in _step_functions(inf)
             if binding.kind in ("assign", "annassign") and isinstance(binding.value, cst.Call) and binding.value.args:
-                inner = binding.value.args[0].value  # jax.pmap(train_step), jax.jit(step), partial(step, ...)
+                inner = _wrapped(binding.value)  # jax.pmap(train_step), jax.jit(step), partial(step, ...)
                 if isinstance(inner, cst.Name):
                     _, inner_bindings = lookup(inner.value, binding.scope)
                     if len(inner_bindings) == 1 and inner_bindings[0].kind == "def":
-                        return inner_bindings[0].node in _step_functions(inf) or bool(_STEP_CALL.search(inner.value))
+                        return inner_bindings[0].node in _step_functions(inf) or (by_name and bool(_STEP_CALL.search(inner.value)))
     return False
+
+
+def _wrapped(call: cst.Call, depth: int = 0) -> Optional[cst.BaseExpression]:
+    """The function a wrapper call wraps: jax.jit(f), jax.pmap(partial(f, ...))."""
+    inner = call.args[0].value if call.args else None
+    if isinstance(inner, cst.Call) and depth < 2 and last_name(inner.func) == "partial":
+        return _wrapped(inner, depth + 1)
+    return inner
+
+
+def _method_steps(inf: Evidence, name: str, scope: Scope) -> bool:
+    """`self.name(...)`: a method of the enclosing class that takes an optimizer step."""
+    while scope is not None and scope.kind != "class":
+        scope = scope.parent
+    if scope is None:
+        return False
+    bindings = scope.bindings.get(name, ())
+    return len(bindings) == 1 and bindings[0].kind == "def" and bindings[0].node in _step_functions(inf)
+
+
+def step_functions(inf: Evidence) -> set:
+    """The functions that take an optimizer step, and their direct callers."""
+    return _step_functions(inf)
+
+
+def steps_optimizer(inf: Evidence, call: cst.Call, scope: Scope, by_name: bool = True) -> bool:
+    return _is_step_call(inf, call, scope, by_name=by_name)
 
 
 def training_loops(inf: Evidence):

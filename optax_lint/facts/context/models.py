@@ -263,7 +263,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     detail = signal.label
     if names and not signal.by_name and names[0] not in signal.label and signal.origin.facts is facts:
         detail += f", used by {names[0]}"
-    return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location)
+    return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location, by_name=signal.by_name)
 
 
 def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]:

@@ -97,7 +97,7 @@ class ContextValue:
     positions cost more than the parse and most runs never print them.
     """
 
-    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail")
+    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail", "by_name")
 
     def __init__(
         self,
@@ -108,7 +108,9 @@ class ContextValue:
         detail: str = "",
         *,
         locate: Optional[Callable[[], Optional[str]]] = None,
+        by_name: bool = False,
     ) -> None:
+        self.by_name = by_name  # inferred from a name alone (a class name), a weak signal
         self.value = value
         self.source = source
         self._location = location

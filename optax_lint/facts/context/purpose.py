@@ -1,0 +1,399 @@
+"""What the code an optimizer sits in is for: a training run, or not, with the evidence.
+
+`ModuleFacts.purpose` is a `Purpose`. Advice about how to train (the catalogue's
+`speaks_about = "training-runs"`) applies to a training run only; a defect rule
+speaks wherever its defect is real, except in a test that never steps an optimizer
+(it builds one to read its state layout). The engine applies both (engine/filters.py).
+
+A training run: an optimizer stepped repeatedly, by a loop around its update (`for`,
+`while`, a `lax.scan` / `fori_loop` / `while_loop` body, `self.train_step(...)` in a
+trainer's loop), or a trainer's `fit` / `train` call, outside tests. Not one:
+
+- a test: a test file (`test_*.py`, `*_test.py`, `conftest.py`, under `tests/`), or
+  code whose only optimizer use sits in `test*` functions / TestCase classes
+  (parameterised sweeps over optimizers included);
+- a benchmark: a loop that applies the same inputs between two clock reads
+  (`time.perf_counter()` ... `block_until_ready`), or a file or folder named
+  bench/benchmark without a loop that trains;
+- a toy demo: a loop of at most a thousand steps over a few literal rows of data;
+- a building block: a function returns the optimizer and nothing in the file steps it;
+- otherwise, code that never steps its optimizer repeatedly.
+
+Evidence has a strength: a loop known to step the optimizer only because the callee
+is named like a step (`train_step` imported from a package not read), a trainer known
+by its name, or a training loop in a file named like a benchmark is `weak`. Findings
+resting on weak evidence are advice (info), and say what was inferred from where.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.context.evidence import code_text, last_name
+from optax_lint.facts.context.loops import step_functions, steps_optimizer
+from optax_lint.facts.file_role import in_test_function, is_test_file
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import Scope
+
+TRAINING_RUN = "training run"
+TEST = "test"
+BENCHMARK = "benchmark"
+TOY = "toy demo"
+BUILDING_BLOCK = "building block"
+NOT_STEPPED = "no training loop"
+
+_BENCH_PART = re.compile(r"(^|[_\-.])(bench|benchmarks?|benchmarking)($|[_\-.])", re.IGNORECASE)
+_TIMERS = frozenset({"perf_counter", "perf_counter_ns", "monotonic", "default_timer", "timeit", "repeat"})
+_SCAN_BODY = {"jax.lax.scan": 0, "jax.lax.fori_loop": 2, "jax.lax.while_loop": 1}
+_TRAINER_CALLS = frozenset({"fit", "train"})
+_LOOP_CALLS = frozenset({"run_loop", "train_loop", "training_loop", "train_and_evaluate", "run_training", "train_model"})
+_FRAMEWORK_EXPERIMENTS = ("AbstractExperiment",)  # jaxline
+_DATA_WORDS = re.compile(r"load|dataset|dataloader|read_|tfds|from_tensor|download|fetch", re.IGNORECASE)
+_LITERAL_ARRAYS = frozenset({"array", "asarray", "ones", "zeros", "full", "arange", "linspace", "normal", "uniform", "randint"})
+_STEP_NAME = re.compile(r"(^|_)(pre)?(train|update)(_|$)|^(p_)?(do_)?step(_fn)?$|train_fn|apply_gradients", re.IGNORECASE)
+_NOT_A_STEP = re.compile(r"eval|test|predict|valid|infer|sample|metric|env|restore|save|log|summar|should|denoise", re.IGNORECASE)
+_STEPPER = re.compile(r"^(opt|optim|optimizer|tx|solver|updater|trainer|learner|train_state|state)(_\w*)?$", re.IGNORECASE)
+_OPT_STATE = re.compile(r"^(opt_state|optimizer_state|optim_state)$")
+_TOY_STEPS = 1000
+_TOY_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class Purpose:
+    kind: str
+    evidence: str  # what was read, in words: "a loop steps the optimizer (`state.apply_gradients`)"
+    node: Optional[cst.CSTNode] = None  # where (shown as file:line), when one place says it
+    facts: object = field(default=None, repr=False, compare=False)
+    weak: bool = False  # rests on a name alone (of a file, function or class)
+    declared: bool = False  # the user declared the run context
+
+    @property
+    def trains(self) -> bool:
+        return self.kind == TRAINING_RUN
+
+    @property
+    def location(self) -> Optional[str]:
+        if self.node is None or self.facts is None:
+            return None
+        from optax_lint.facts.project.found import Origin
+
+        return Origin(self.facts, self.node).location()
+
+    def describe(self) -> str:
+        """`training run: a loop steps the optimizer (train.py:42)`."""
+        where = self.location
+        text = f"{self.kind}: {self.evidence}"
+        return f"{text} ({where})" if where else text
+
+
+def find_purpose(facts) -> Purpose:
+    if facts.declares_context:
+        return Purpose(TRAINING_RUN, "the run context is declared (command line, pragma or config)", declared=True)
+    if is_test_file(facts.path):
+        return Purpose(TEST, "a test file (by its name or folder)")
+    return _Reader(facts).read()
+
+
+class _Reader:
+    def __init__(self, facts) -> None:
+        self.facts = facts
+        self.inf = facts.inference
+        self._loop_calls: dict = {}
+
+    def purpose(self, kind: str, evidence: str, node=None, weak: bool = False) -> Purpose:
+        return Purpose(kind, evidence, node, self.facts, weak)
+
+    def read(self) -> Purpose:
+        facts = self.facts
+        bench_named = _bench_named(facts.path)
+        strong, weak, timing, toy = [], [], [], []
+        for loop, call, stepped in self._stepping_loops():
+            if self._timing(loop):
+                timing.append((loop, call))
+            elif self._toy(loop):
+                toy.append((loop, call))
+            else:
+                (strong if stepped else weak).append((loop, call))
+        scanned = self._scanned_steps()
+        if strong or scanned:
+            node, text = (strong[0][1], f"a loop steps the optimizer (`{_short(strong[0][1])}`)") if strong else scanned
+            if bench_named:
+                return self.purpose(TRAINING_RUN, text + ", but the file is named like a benchmark", node, weak=True)
+            return self.purpose(TRAINING_RUN, text, node)
+        if bench_named:
+            return self.purpose(BENCHMARK, "the file or its folder is named like a benchmark, and no loop in it trains")
+        if timing:
+            return self.purpose(BENCHMARK, "a loop repeats the update on the same inputs between clock reads", timing[0][1])
+        if weak:
+            call = weak[0][1]
+            return self.purpose(TRAINING_RUN, f"a loop calls `{_short(call)}`, a step known only by its name", call, weak=True)
+        trainer = self._trainer_call()
+        if trainer is not None:
+            return self.purpose(TRAINING_RUN, trainer[1], trainer[0], weak=True)
+        if toy:
+            return self.purpose(TOY, "a loop of a few steps over a few literal rows of data", toy[0][1])
+        used = [p for p in facts.pipelines if not _in_test(p.record.scope)]
+        if facts.pipelines and not used:
+            return self.purpose(TEST, "every optimizer is built inside a test")
+        if used and all(p.function is not None for p in used) and not facts.update_sites:
+            return self.purpose(BUILDING_BLOCK, "a function returns the optimizer and nothing here steps it", used[0].call)
+        return self.purpose(NOT_STEPPED, "nothing in the file steps an optimizer repeatedly")
+
+    # -- loops ---------------------------------------------------------------
+    def _stepping_loops(self) -> list:
+        """(loop, call, strong) for the innermost loop around each optimizer step outside
+        tests; `strong` false when the call is known as a step only by its name."""
+        facts = self.facts
+        if not facts.raw.loops:
+            return []
+        by_node = {loop.node: loop for loop in facts.raw.loops}
+        parents = facts.raw.parent_stmt
+        best: dict = {}
+        for record in facts.raw.calls:
+            if record.loop_depth == 0 or _in_test(record.scope):
+                continue
+            if steps_optimizer(self.inf, record.node, record.scope, by_name=False):
+                stepped = True
+            elif _named_like_a_step(record.node, record.scope):
+                stepped = False
+            else:
+                continue
+            stmt, loop = record.statement, None
+            while stmt in parents and loop is None:
+                stmt = parents[stmt]
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    break
+                loop = by_node.get(stmt)
+            if loop is None:
+                continue
+            known = best.get(loop.node)
+            if known is None or (stepped and not known[2]):
+                best[loop.node] = (loop, record.node, stepped)
+        return list(best.values())
+
+    def _calls_in(self, loop) -> list:
+        """The call records inside a loop's body."""
+        found = self._loop_calls.get(loop.node)
+        if found is None:
+            parents = self.facts.raw.parent_stmt
+            found = []
+            for record in self.facts.raw.calls:
+                if record.loop_depth == 0 or record.scope is not loop.scope and not _inside(record.scope, loop.scope):
+                    continue
+                stmt = record.statement
+                while stmt in parents:
+                    stmt = parents[stmt]
+                    if stmt is loop.node:
+                        found.append(record)
+                        break
+            self._loop_calls[loop.node] = found
+        return found
+
+    def _draws_data(self, loop) -> bool:
+        node = loop.node
+        if isinstance(node, cst.For) and not _over_range(node.iter):
+            return True  # iterates over something: a data loader, batches
+        return any(last_name(r.node.func) == "next" or _DATA_WORDS.search(last_name(r.node.func)) for r in self._calls_in(loop))
+
+    def _timing(self, loop) -> bool:
+        """Clock reads and block_until_ready around a loop that draws no data."""
+        if self._draws_data(loop):
+            return False
+        function = _function_of(loop.scope)
+        names = {last_name(r.node.func) for r in self.facts.raw.calls if _function_of(r.scope) is function}
+        timed = bool(names & _TIMERS) or ("time" in names and any(
+            code_text(r.node.func) == "time.time" for r in self.facts.raw.calls if _function_of(r.scope) is function))
+        return timed and "block_until_ready" in names
+
+    def _toy(self, loop) -> bool:
+        """At most a thousand steps, no data drawn, and a few literal rows of data."""
+        node = loop.node
+        if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
+            return False
+        bound = _range_bound(node.iter)
+        if bound is None or bound > _TOY_STEPS:
+            return False
+        if any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
+            return False
+        return any(_small_literal_array(r.node) for r in self.facts.raw.calls)
+
+    def _scanned_steps(self) -> Optional[tuple]:
+        """A lax.scan / fori_loop / while_loop whose body takes an optimizer step."""
+        facts = self.facts
+        steppers = step_functions(self.inf)
+        for name, index in _SCAN_BODY.items():
+            for record in facts.calls_by_name.get(name, ()):
+                if _in_test(record.scope):
+                    continue
+                positional = [a for a in record.node.args if a.keyword is None]
+                body = positional[index].value if len(positional) > index else None
+                if isinstance(body, cst.Name):
+                    _, bindings = lookup(body.value, record.scope)
+                    if len(bindings) == 1 and bindings[0].kind == "def" and bindings[0].node in steppers:
+                        return record.node, f"`{name.rsplit('.', 1)[-1]}` steps the optimizer in `{body.value}`"
+        return None
+
+    def _trainer_call(self) -> Optional[tuple]:
+        """A training loop that lives elsewhere, known by a name: `trainer.fit(...)`,
+        `run_loop(agent, env)`, a jaxline experiment (jaxline calls its `step`)."""
+        for record in self.facts.raw.calls:
+            func = record.node.func
+            name = last_name(func)
+            if _in_test(record.scope) or _in_evaluation(record.scope):
+                continue
+            if name in _LOOP_CALLS or (name in _TRAINER_CALLS and isinstance(func, cst.Attribute)
+                                       and "trainer" in code_text(func.value).lower()):
+                return record.node, f"`{_short(record.node)}` is known as a training loop only by its name"
+        for scope in self.facts.raw.scopes:
+            node = scope.node
+            if scope.kind == "class" and isinstance(node, cst.ClassDef) and any(
+                    code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
+                return node, f"class {scope.name} is a training framework's experiment, known by its base class"
+        return None
+
+
+def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
+    """Line ranges (first, last) of the test functions in which no optimizer takes a
+    step: a defect rule has nothing to say there, the optimizer is built to look at."""
+    tests = [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
+    if not tests:
+        return ()
+    stepping = set()
+    for site in facts.update_sites:
+        stepping.add(id(_outermost_test(site.record.scope)))
+    for record in facts.raw.calls:
+        func = record.node.func
+        if isinstance(func, cst.Name):
+            _, bindings = lookup(func.value, record.scope)
+            if len(bindings) == 1 and bindings[0].kind == "def":
+                target = facts.raw.functions.get(bindings[0].node)
+                if target is not None and any(site.record.scope is target or _inside(site.record.scope, target)
+                                              for site in facts.update_sites):
+                    stepping.add(id(_outermost_test(record.scope)))
+    out = []
+    for scope in tests:
+        if id(scope) in stepping:
+            continue
+        span = facts.source_positions.span(scope.node)
+        out.append((span.line, span.end_line))
+    return tuple(out)
+
+
+def _in_test(scope: Optional[Scope]) -> bool:
+    """Inside a `test*` function, a Test class, or a class deriving from a TestCase."""
+    if in_test_function(scope):
+        return True
+    while scope is not None:
+        if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and any(
+                code_text(base.value).endswith("TestCase") for base in scope.node.bases):
+            return True
+        scope = scope.parent
+    return False
+
+
+def _outermost_test(scope: Optional[Scope]) -> Optional[Scope]:
+    """The outermost `test*` function (or method of a Test class) around a scope."""
+    found = None
+    while scope is not None:
+        if scope.kind == "function" and in_test_function(scope):
+            found = scope
+        scope = scope.parent
+    return found
+
+
+def _inside(scope: Optional[Scope], outer: Scope) -> bool:
+    while scope is not None:
+        if scope is outer:
+            return True
+        scope = scope.parent
+    return False
+
+
+def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
+    while scope is not None and scope.kind not in ("function", "module"):
+        scope = scope.parent
+    return scope
+
+
+def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:
+    """`train_step(...)`, `p_main_step_G(...)`, `opt.update(...)`, `trainer.step()`, or a
+    call handed the optimizer state, outside evaluation code: what a step looks like,
+    by its names alone."""
+    func = call.func
+    name = last_name(func)
+    if _NOT_A_STEP.search(name) or _in_evaluation(scope):
+        return False
+    handed_state = any(isinstance(arg.value, cst.Name) and _OPT_STATE.search(arg.value.value) for arg in call.args)
+    if isinstance(func, cst.Attribute) and name in ("update", "step", "apply"):
+        return bool(_STEPPER.search(code_text(func.value).rsplit(".", 1)[-1])) or handed_state
+    return bool(_STEP_NAME.search(name)) or handed_state
+
+
+def _in_evaluation(scope: Optional[Scope]) -> bool:
+    """Inside a function or class named for evaluation (`evaluate`, `Evaluator`), not
+    for training too (`train_and_evaluate`)."""
+    while scope is not None:
+        if scope.kind in ("function", "class") and _NOT_A_STEP.search(scope.name) and "train" not in scope.name.lower():
+            return True
+        scope = scope.parent
+    return False
+
+
+def test_or_benchmark_path(path: Optional[str]) -> bool:
+    """A file whose name or folder says it is a test or a benchmark: a model defined
+    there says little about what a training run trains."""
+    return is_test_file(path) or _bench_named(path)
+
+
+def _bench_named(path: Optional[str]) -> bool:
+    if not path or path.startswith("<"):
+        return False
+    pure = PurePath(path)
+    return any(_BENCH_PART.search(part) for part in (*pure.parts[:-1], pure.stem))
+
+
+def _over_range(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, cst.Call) and last_name(expr.func) in ("tqdm", "trange", "enumerate", "list"):
+        if last_name(expr.func) == "trange":
+            return True
+        expr = expr.args[0].value if expr.args else expr
+        if not isinstance(expr, cst.Call):
+            return False
+    return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
+
+
+def _range_bound(expr: cst.BaseExpression) -> Optional[int]:
+    while isinstance(expr, cst.Call) and last_name(expr.func) not in ("range", "trange") and expr.args:
+        expr = expr.args[0].value
+    if not isinstance(expr, cst.Call):
+        return None
+    positional = [a for a in expr.args if a.keyword is None]
+    if not positional or not isinstance(positional[-1 if len(positional) <= 2 else 1].value, cst.Integer):
+        return None
+    return int(positional[-1 if len(positional) <= 2 else 1].value.evaluated_value)
+
+
+def _small_literal_array(call: cst.Call) -> bool:
+    """`jnp.array([[1, 2], [3, 4]])`, `jnp.ones((4, 2))`: a few literal rows of data."""
+    if last_name(call.func) not in _LITERAL_ARRAYS or not call.args:
+        return False
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, cst.List):
+            return len(code_text(value)) < 400
+        if isinstance(value, cst.Tuple) and value.elements and all(isinstance(e.value, cst.Integer) for e in value.elements):
+            total = 1
+            for element in value.elements:
+                total *= int(element.value.evaluated_value)
+            return total <= _TOY_ELEMENTS
+    return False
+
+
+def _short(node: cst.CSTNode) -> str:
+    text = code_text(node.func) if isinstance(node, cst.Call) else code_text(node)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,172 @@
+"""The purpose fact (facts/context/purpose.py): what the code an optimizer sits in is
+for, with its evidence, and how the engine uses it (engine/filters.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from optax_lint.core.catalogue import load_catalogue
+from optax_lint.core.diagnostics import Severity
+from optax_lint.engine import lint as engine
+from optax_lint.facts.context import purpose as kinds
+from optax_lint.facts.module import ModuleFacts
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def purpose_of(src: str, path: str = "train.py"):
+    text = textwrap.dedent(src)
+    return ModuleFacts(cst.parse_module(text), path, text=text).purpose
+
+
+def lint(src: str, path: str, codes: set[str]):
+    return engine.lint_text(textwrap.dedent(src), path, codes).findings
+
+
+@pytest.mark.parametrize(
+    "fixture, kind, weak",
+    [
+        ("OPX104/good_nnx_state_layout_test.py", kinds.TEST, False),
+        ("OPX201/good_step_timing_loop.py", kinds.BENCHMARK, False),
+        ("OPX201/good_toy_tiny_transformer_demo.py", kinds.TOY, False),
+        ("OPX108/good_optimizer_factory.py", kinds.BUILDING_BLOCK, False),
+        ("OPX201/good_optimizer_sweep_checks.py", kinds.TEST, False),
+        ("OPX201/bad_flax_lm_bare_adamw.py", kinds.TRAINING_RUN, False),
+        ("OPX201/bad_bench_utils_real_training.py", kinds.TRAINING_RUN, True),
+        ("OPX201/bad_imported_step_by_name.py", kinds.TRAINING_RUN, True),
+    ],
+)
+def test_purpose_of_fixtures(fixture: str, kind: str, weak: bool) -> None:
+    path = FIXTURES / fixture
+    got = purpose_of(path.read_text(encoding="utf-8"), str(path))
+    assert (got.kind, got.weak) == (kind, weak), got.describe()
+    assert got.trains == (kind == kinds.TRAINING_RUN)
+
+
+TRAIN = textwrap.dedent("""
+    import jax
+    import optax
+
+    tx = optax.adam(1e-3)
+    opt_state = tx.init(params)
+
+    def step(params, opt_state, batch):
+        grads = jax.grad(loss)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state
+""")
+
+
+def test_a_loop_around_a_local_step_is_strong_evidence_with_its_place() -> None:
+    got = purpose_of(TRAIN + "\nfor batch in loader:\n    params, opt_state = step(params, opt_state, batch)\n")
+    assert got.trains and not got.weak
+    assert got.location == "train.py:14"
+    assert "a loop steps the optimizer (`step`)" in got.describe()
+
+
+def test_a_scan_whose_body_steps_is_a_training_run() -> None:
+    src = TRAIN + "\ndef body(carry, batch):\n    return step(*carry, batch), None\n\nfinal, _ = jax.lax.scan(body, (params, opt_state), batches)\n"
+    got = purpose_of(src)
+    assert got.trains and not got.weak and "`scan` steps the optimizer in `body`" in got.evidence
+
+
+def test_a_trainer_known_by_name_is_a_weak_training_run() -> None:
+    got = purpose_of("import optax\ntx = optax.adam(1e-3)\ntrainer = Trainer(model, tx)\ntrainer.fit(data)\n")
+    assert got.trains and got.weak
+
+
+def test_no_loop_no_training_run() -> None:
+    got = purpose_of(TRAIN)
+    assert got.kind == kinds.NOT_STEPPED and not got.trains
+
+
+def test_a_bench_folder_without_a_training_loop_is_a_benchmark() -> None:
+    assert purpose_of(TRAIN, "benchmarks/adam_step.py").kind == kinds.BENCHMARK
+    assert purpose_of(TRAIN, "workbench/adam_step.py").kind == kinds.NOT_STEPPED  # `bench` as a word only
+
+
+def test_declared_context_makes_a_training_run() -> None:
+    text = "# optax-lint: context arch=transformer\n" + textwrap.dedent(TRAIN)
+    got = ModuleFacts(cst.parse_module(text), "tests/test_x.py", text=text).purpose
+    assert got.trains and got.declared
+
+
+def test_weak_evidence_is_info_and_says_so() -> None:
+    path = FIXTURES / "OPX201/bad_imported_step_by_name.py"
+    findings = engine.lint_text(path.read_text(encoding="utf-8"), str(path), {"OPX201"}).findings
+    assert [f.severity for f in findings] == [Severity.INFO]
+    assert "advice only: whether this is a training run rests on a weak signal: a loop calls `train_step`" in findings[0].message
+    assert "bad_imported_step_by_name.py:27" in findings[0].message
+
+
+def trains_imported_model(model_import: str) -> str:
+    """A training script whose model class comes from `model_import` (bound as Model)."""
+    return textwrap.dedent("""
+        import optax
+        from flax.training import train_state
+        {model_import}
+
+        def train_step(state, batch):
+            return state.apply_gradients(grads=grads_of(state, batch))
+
+        def main(loader):
+            model = Model()
+            state = train_state.TrainState.create(apply_fn=model.apply, params=model.init(0), tx=optax.adam(1e-4))
+            for batch in loader:
+                state = train_step(state, batch)
+    """).format(model_import=model_import)
+
+
+def test_a_model_known_by_its_class_name_alone_makes_advice_info() -> None:
+    (finding,) = lint(trains_imported_model("from mylab.models import GPT as Model"), "train.py", {"OPX201"})
+    assert finding.severity is Severity.INFO
+    assert "the model is known as a transformer by its class name alone" in finding.message
+
+
+def test_defect_rules_are_silent_only_in_tests_that_never_step() -> None:
+    src = """
+        import optax
+        from flax import nnx
+
+        def test_layout():
+            optimizer = nnx.Optimizer(Net(nnx.Rngs(0)), optax.scale_by_adam(), wrt=nnx.Param)
+            assert optimizer.opt_state[0].mu
+
+        def test_training_climbs():
+            model = Net(nnx.Rngs(0))
+            optimizer = nnx.Optimizer(model, optax.scale_by_adam(), wrt=nnx.Param)
+            optimizer.update(model, nnx.grad(loss)(model))
+    """
+    lines = [f.span.line for f in lint(src, "opt_test.py", {"OPX104"})]
+    assert lines == [11]
+
+
+def test_catalogue_says_which_rules_speak_only_about_training_runs() -> None:
+    catalogue = load_catalogue()
+    training = {c for c, s in catalogue.items() if s.speaks_about == "training-runs"}
+    assert "OPX108" in training and {c for c in catalogue if c.startswith("OPX2")} <= training
+    assert {"OPX101", "OPX104", "OPX305", "OPX306", "OPX502"}.isdisjoint(training)
+    assert catalogue["OPX701"].speaks_about == "any-code"
+
+
+def test_a_model_defined_in_a_benchmark_makes_advice_info(tmp_path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "models.py").write_text(textwrap.dedent("""
+        import flax.linen as nn
+
+        class Tiny(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.SelfAttention(num_heads=2)(x)
+    """))
+    src = trains_imported_model("from benchmarks.models import Tiny as Model")
+    path = tmp_path / "train.py"
+    path.write_text(src)
+    (finding,) = engine.lint_text(src, str(path), {"OPX201"}, root=str(tmp_path)).findings
+    assert finding.severity is Severity.INFO
+    assert "the model is defined in a test or benchmark (benchmarks/models.py:" in finding.message
