@@ -44,22 +44,7 @@ _CANNOT = re.compile(r"^# cannot-run: (.+?)\s*$")
 
 # Fixed fixtures that still do not run, each with the reason (a finding about the fix,
 # kept visible here rather than hidden by unmarking the fixture): path -> why.
-EXPECTED_FAILURES: dict[str, str] = {
-    "OPX405/bad_create_not_replicated.py":
-        "still raises after the fix: a NamedSharding over P('batch') is applied to a rank-0 "
-        "value (ValueError: only valid for values of rank at least 1); not yet diagnosed",
-    "OPX604/bad_tree_set_scheduled.py":
-        "no fix is offered; tree_set of a scheduled hyperparameter still fails under jit "
-        "(AttributeError: DynamicJaxprTracer has no attribute count)",
-    "OPX609/bad_update_without_value.py":
-        "no fix is offered; reduce_on_plateau's update still lacks value= (TypeError)",
-    "OPX701/bad_moved_optax_names.py":
-        "the renames are fixed, but optax.hessian_diag was removed with no replacement "
-        "(AttributeError after the fix)",
-    "OPX704/bad_pmap_legacy_replication.py":
-        "jax.device_put_replicated has no fix (the table gives only a hint: device_put with a "
-        "NamedSharding), so the call still raises AttributeError",
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
 
 def _header(path: Path) -> tuple[str, str]:
