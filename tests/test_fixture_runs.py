@@ -12,8 +12,15 @@ A fixture that cannot run standalone says why: `# cannot-run: <reason>`, from AL
 The runs share interpreters: tests/fixture_driver.py runs a batch in one process, each
 fixture under runpy in a fresh namespace; two batches run in parallel.
 
-fixtures/RUNS.md is the report (each runnable fixture with its three outcomes, the counts);
-it is checked against this run and rewritten with OPTAX_LINT_UPDATE_SNAPSHOTS=1.
+A bad fixture whose defect is numeric (it runs as written, and its rule has a property
+`--verify` measures: clip after the optimizer, decay after the negation, a chain that
+climbs, ...) is verified too: `--verify`'s machinery builds its chains under JAX before
+and after `--fix --unsafe-fixes`, and the property must hold on the fixed file. That
+runs in one more interpreter (the verification worker), next to the two batches.
+
+fixtures/RUNS.md is the report (each runnable fixture with its three outcomes and the
+`--verify` verdict, the counts); it is checked against this run and rewritten with
+OPTAX_LINT_UPDATE_SNAPSHOTS=1.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from pathlib import Path
 
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
+from optax_lint.verify.report import RULE_CHECKS, verify_text
+from optax_lint.verify.runner import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -102,16 +111,49 @@ def _run_batches(paths: list[Path]) -> dict[str, dict]:
         return {row["path"]: row for rows in pool.map(run, chunks) for row in rows}
 
 
+def _numeric(fixture: Path) -> bool:
+    """A bad fixture that runs as written and whose rule has a property --verify measures."""
+    return (fixture.name.startswith("bad_") and _header(fixture)[1] == "ok"
+            and fixture.parent.name in RULE_CHECKS)
+
+
+def _verdict(reports, check: str) -> str:
+    """The property over every pipeline that measured it: "holds", "fails" or "not measured"."""
+    measured = [r.property(check) for r in reports if r.verifiable and not r.error]
+    oks = [m.get("ok") for m in measured if m is not None]
+    if not oks or None in oks:
+        return "not measured"
+    return "holds" if all(oks) else "fails"
+
+
+def _verify_numeric(texts: dict[str, tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """fixture name -> {"property", "before", "after"}: the verdicts of --verify's check
+    for the fixture's rule on the text as written and after --fix --unsafe-fixes."""
+    out: dict[str, dict[str, str]] = {}
+    if not texts:
+        return out
+    with Worker() as worker:
+        for name, (before, after) in texts.items():
+            check = RULE_CHECKS[name.split("/")[0]]
+            verdicts = [_verdict(verify_text(text, name, worker), check) for text in (before, after)]
+            out[name] = {"property": check, "before": verdicts[0], "after": verdicts[1]}
+    return out
+
+
 def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
     """fixture name -> {"before"|"fix"|"unsafe": {"outcome", "detail"}}. A variant the
     fixes left unchanged is not run again: it has the outcome of the text it equals."""
     copies: dict[tuple[str, str], Path] = {}  # (name, text) -> the copy that runs it
     plan: dict[str, dict[str, Path]] = {}
+    numeric: dict[str, tuple[str, str]] = {}
     for fixture in _runnable():
         name = _name(fixture)
         text = fixture.read_text(encoding="utf-8")
+        unsafe = _fixed(text, fixture, True)
+        if _numeric(fixture):
+            numeric[name] = (text, unsafe)
         for variant, body in (("before", text), ("fix", _fixed(text, fixture, False)),
-                              ("unsafe", _fixed(text, fixture, True))):
+                              ("unsafe", unsafe)):
             copy = copies.get((name, body))
             if copy is None:
                 copy = base / variant / fixture.parent.name / fixture.name
@@ -119,8 +161,12 @@ def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
                 copy.write_text(body, encoding="utf-8")
                 copies[(name, body)] = copy
             plan.setdefault(name, {})[variant] = copy
-    rows = _run_batches(list(copies.values()))
-    return {name: {variant: rows[str(copy)] for variant, copy in variants.items()}
+    with ThreadPoolExecutor(1) as pool:  # the worker waits on its own process: no core held here
+        verified = pool.submit(_verify_numeric, numeric)
+        rows = _run_batches(list(copies.values()))
+        checks = verified.result()
+    return {name: {**{variant: rows[str(copy)] for variant, copy in variants.items()},
+                   **({"verify": checks[name]} if name in checks else {})}
             for name, variants in plan.items()}
 
 
@@ -147,6 +193,11 @@ def _problems(fixture: Path, runs: dict[str, dict]) -> list[str]:
         return [f"{name}: does not run after --fix --unsafe-fixes: {runs['unsafe']['detail']}"]
     if safe not in ("ok", before):
         return [f"{name}: --fix made it fail differently: {runs['fix']['detail']}"]
+    # A chain --verify cannot build (one assembled with .append) is reported as not
+    # measured; one it measured must hold after the fixes.
+    check = runs.get("verify", {})
+    if check and (check["after"] == "fails" or (check["after"] == "not measured" != check["before"])):
+        return [f"{name}: --verify does not show {runs['verify']['property']!r} holding after the fix: {runs['verify']}"]
     return []
 
 
@@ -172,6 +223,9 @@ def _report(outcomes: dict[str, dict[str, dict]]) -> str:
     raised = [n for n, r in outcomes.items() if r["before"]["outcome"] != "ok"]
     repaired = [n for n in raised if outcomes[n]["unsafe"]["outcome"] == "ok"]
     repaired_safe = [n for n in raised if outcomes[n]["fix"]["outcome"] == "ok"]
+    numeric = [n for n, r in outcomes.items() if "verify" in r]
+    shown = [n for n in numeric if outcomes[n]["verify"]["after"] == "holds"]
+    failed_before = [n for n in shown if outcomes[n]["verify"]["before"] == "fails"]
     lines = [
         "# Fixtures that run",
         "",
@@ -184,15 +238,22 @@ def _report(outcomes: dict[str, dict[str, dict]]) -> str:
         f"{len(fixtures) - len(outcomes) - len(cannot)}",
         f"- raise as written: {len(raised)}; repaired by `--fix`: {len(repaired_safe)}; "
         f"by `--fix --unsafe-fixes`: {len(repaired)}",
+        f"- numeric defects (run as written; their rule has a property `--verify` measures): "
+        f"{len(numeric)}; numeric property shown by `--verify` on the fixed file: {len(shown)} "
+        f"(failing before the fix: {len(failed_before)}; holding before too, so the measured "
+        f"property does not separate that defect: {len(shown) - len(failed_before)}); not measured "
+        f"(a chain `--verify` cannot build): {len(numeric) - len(shown)}",
         f"- still failing after `--fix --unsafe-fixes`: {len(EXPECTED_FAILURES)}"
         + "".join(f"\n  - {n}: {why}" for n, why in EXPECTED_FAILURES.items()),
         "",
-        "| fixture | as written | `--fix` | `--fix --unsafe-fixes` |",
-        "|---|---|---|---|",
+        "| fixture | as written | `--fix` | `--fix --unsafe-fixes` | numeric property shown by `--verify` (before → after the fixes) |",
+        "|---|---|---|---|---|",
     ]
     for name in sorted(outcomes):
         runs = outcomes[name]
-        lines.append(f"| {name} | {runs['before']['outcome']} | {runs['fix']['outcome']} | {runs['unsafe']['outcome']} |")
+        check = runs.get("verify")
+        shown_text = f"{check['property']}: {check['before']} → {check['after']}" if check else ""
+        lines.append(f"| {name} | {runs['before']['outcome']} | {runs['fix']['outcome']} | {runs['unsafe']['outcome']} | {shown_text} |")
     if cannot:
         lines += ["", "Cannot run standalone:", ""]
         lines += [f"- {_name(p)}: {why}" for p, why in cannot]

@@ -88,3 +88,34 @@ def test_opx405_no_fix_without_the_import_or_with_a_second_binding() -> None:
         findings, fixed = _fixed(text, "OPX405")
         assert [code for code, *_ in findings] == ["OPX405"], text
         assert fixed == text, text
+
+
+ASCENT = textwrap.dedent('''\
+    import optax
+
+    LR = 0.1
+    SCHED = optax.constant_schedule(LR)
+    tx = optax.chain(optax.scale_by_adam(), {last})
+
+
+    def step(params, grads, state):
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+    ''')
+
+
+def test_opx104_negates_the_last_step_size() -> None:
+    for last, fixed_last in (("optax.scale(LR)", "optax.scale(-LR)"),
+                             ("optax.scale(LR * 2)", "optax.scale(-(LR * 2))"),
+                             ("optax.scale_by_schedule(SCHED)", "optax.scale_by_learning_rate(SCHED)")):
+        text = ASCENT.replace("{last}", last)
+        findings, fixed = _fixed(text, "OPX104")
+        assert findings == [("OPX104", 5, 6)], last
+        assert fixed == ASCENT.replace("{last}", fixed_last), last
+
+
+def test_opx104_no_fix_when_the_last_step_is_not_a_scale() -> None:
+    text = ASCENT.replace("{last}", "optax.scale(LR), optax.clip(1.0)")
+    findings, fixed = _fixed(text, "OPX104")
+    assert [code for code, *_ in findings] == ["OPX104"]
+    assert fixed == text
