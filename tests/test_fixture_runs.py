@@ -38,7 +38,7 @@ from pathlib import Path
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
 from optax_lint.verify.report import RULE_CHECKS, verify_text
-from optax_lint.verify.runner import Worker
+from optax_lint.verify.runner import Worker, cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -87,10 +87,27 @@ def _fixed(text: str, path: Path, unsafe: bool) -> str:
     return engine.fix_text(text, str(path), set(_codes()), unsafe=unsafe).text
 
 
+def _chunks(paths: list[Path]) -> list[list[Path]]:
+    """BATCHES lists of copies, the variants of one fixture together and in order (as
+    written, --fix, --unsafe-fixes): a variant whose jitted code the fixes left alone
+    then reuses the compilation of the one before it."""
+    groups: dict[str, list[Path]] = {}
+    for path in paths:
+        groups.setdefault(f"{path.parent.name}/{path.name}", []).append(path)
+    chunks: list[list[Path]] = [[] for _ in range(BATCHES)]
+    for i, name in enumerate(sorted(groups)):
+        chunks[i % BATCHES].extend(groups[name])
+    return chunks
+
+
 def _run_batches(paths: list[Path]) -> dict[str, dict]:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    # JAX's persistent compilation cache, next to --verify's: compiling is most of a
+    # fixture's cost, and a rerun (or a variant whose jitted code is unchanged) reuses it.
+    jax_cache = cache_dir().parent / "fixture-runs-compilation-cache"
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               JAX_COMPILATION_CACHE_DIR=str(jax_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2")
     env.pop("PYTHONPATH", None)  # the fixtures import jax/optax/flax only, never the linter
-    chunks = [paths[i::BATCHES] for i in range(BATCHES)]
+    chunks = _chunks(paths)
 
     def run(chunk: list[Path]) -> list[dict]:
         if not chunk:
