@@ -12,8 +12,15 @@ A fixture that cannot run standalone says why: `# cannot-run: <reason>`, from AL
 The runs share interpreters: tests/fixture_driver.py runs a batch in one process, each
 fixture under runpy in a fresh namespace; two batches run in parallel.
 
-fixtures/RUNS.md is the report (each runnable fixture with its three outcomes, the counts);
-it is checked against this run and rewritten with OPTAX_LINT_UPDATE_SNAPSHOTS=1.
+A bad fixture whose defect is numeric (it runs as written, and its rule has a property
+`--verify` measures: clip after the optimizer, decay after the negation, a chain that
+climbs, ...) is verified too: `--verify`'s machinery builds its chains under JAX before
+and after `--fix --unsafe-fixes`, and the property must hold on the fixed file. That
+runs in one more interpreter (the verification worker), next to the two batches.
+
+fixtures/RUNS.md is the report (each runnable fixture with its three outcomes and the
+`--verify` verdict, the counts); it is checked against this run and rewritten with
+OPTAX_LINT_UPDATE_SNAPSHOTS=1.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from pathlib import Path
 
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
+from optax_lint.verify.report import RULE_CHECKS, verify_text
+from optax_lint.verify.runner import Worker, cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -44,22 +53,7 @@ _CANNOT = re.compile(r"^# cannot-run: (.+?)\s*$")
 
 # Fixed fixtures that still do not run, each with the reason (a finding about the fix,
 # kept visible here rather than hidden by unmarking the fixture): path -> why.
-EXPECTED_FAILURES: dict[str, str] = {
-    "OPX405/bad_create_not_replicated.py":
-        "still raises after the fix: a NamedSharding over P('batch') is applied to a rank-0 "
-        "value (ValueError: only valid for values of rank at least 1); not yet diagnosed",
-    "OPX604/bad_tree_set_scheduled.py":
-        "no fix is offered; tree_set of a scheduled hyperparameter still fails under jit "
-        "(AttributeError: DynamicJaxprTracer has no attribute count)",
-    "OPX609/bad_update_without_value.py":
-        "no fix is offered; reduce_on_plateau's update still lacks value= (TypeError)",
-    "OPX701/bad_moved_optax_names.py":
-        "the renames are fixed, but optax.hessian_diag was removed with no replacement "
-        "(AttributeError after the fix)",
-    "OPX704/bad_pmap_legacy_replication.py":
-        "jax.device_put_replicated has no fix (the table gives only a hint: device_put with a "
-        "NamedSharding), so the call still raises AttributeError",
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
 
 def _header(path: Path) -> tuple[str, str]:
@@ -93,16 +87,30 @@ def _fixed(text: str, path: Path, unsafe: bool) -> str:
     return engine.fix_text(text, str(path), set(_codes()), unsafe=unsafe).text
 
 
-def _run_batches(paths: list[Path], compile_cache: Path) -> dict[str, dict]:
+def _chunks(paths: list[Path]) -> list[list[Path]]:
+    """BATCHES lists of copies, the variants of one fixture together and in order (as
+    written, --fix, --unsafe-fixes): a variant whose jitted code the fixes left alone
+    then reuses the compilation of the one before it."""
+    groups: dict[str, list[Path]] = {}
+    for path in paths:
+        groups.setdefault(f"{path.parent.name}/{path.name}", []).append(path)
+    chunks: list[list[Path]] = [[] for _ in range(BATCHES)]
+    for i, name in enumerate(sorted(groups)):
+        chunks[i % BATCHES].extend(groups[name])
+    return chunks
+
+
+def _run_batches(paths: list[Path]) -> dict[str, dict]:
     # XLA compilation is most of a fixture's run (a 20-step train step: ~5 s of ~8), so:
-    # one persistent compilation cache for every batch of this run (a fixture's variants
-    # share their model's ops), and XLA's cheaper optimisation level (outcomes are the same;
-    # about a fifth less CPU per fixture, measured).
+    # JAX's persistent compilation cache, next to --verify's (a rerun, or a variant whose
+    # jitted code the fixes left alone, reuses it), and XLA's cheaper optimisation level
+    # (outcomes are the same; about a fifth less CPU per fixture, measured).
+    jax_cache = cache_dir().parent / "fixture-runs-compilation-cache"
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
-               JAX_COMPILATION_CACHE_DIR=str(compile_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_COMPILATION_CACHE_DIR=str(jax_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", JAX_DISABLE_MOST_OPTIMIZATIONS="1")
     env.pop("PYTHONPATH", None)  # the fixtures import jax/optax/flax only, never the linter
-    chunks = [paths[i::BATCHES] for i in range(BATCHES)]
+    chunks = _chunks(paths)
 
     def run(chunk: list[Path]) -> list[dict]:
         if not chunk:
@@ -123,16 +131,49 @@ def _run_batches(paths: list[Path], compile_cache: Path) -> dict[str, dict]:
         return {row["path"]: row for rows in pool.map(run, chunks) for row in rows}
 
 
+def _numeric(fixture: Path) -> bool:
+    """A bad fixture that runs as written and whose rule has a property --verify measures."""
+    return (fixture.name.startswith("bad_") and _header(fixture)[1] == "ok"
+            and fixture.parent.name in RULE_CHECKS)
+
+
+def _verdict(reports, check: str) -> str:
+    """The property over every pipeline that measured it: "holds", "fails" or "not measured"."""
+    measured = [r.property(check) for r in reports if r.verifiable and not r.error]
+    oks = [m.get("ok") for m in measured if m is not None]
+    if not oks or None in oks:
+        return "not measured"
+    return "holds" if all(oks) else "fails"
+
+
+def _verify_numeric(texts: dict[str, tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """fixture name -> {"property", "before", "after"}: the verdicts of --verify's check
+    for the fixture's rule on the text as written and after --fix --unsafe-fixes."""
+    out: dict[str, dict[str, str]] = {}
+    if not texts:
+        return out
+    with Worker() as worker:
+        for name, (before, after) in texts.items():
+            check = RULE_CHECKS[name.split("/")[0]]
+            verdicts = [_verdict(verify_text(text, name, worker), check) for text in (before, after)]
+            out[name] = {"property": check, "before": verdicts[0], "after": verdicts[1]}
+    return out
+
+
 def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
     """fixture name -> {"before"|"fix"|"unsafe": {"outcome", "detail"}}. A variant the
     fixes left unchanged is not run again: it has the outcome of the text it equals."""
     copies: dict[tuple[str, str], Path] = {}  # (name, text) -> the copy that runs it
     plan: dict[str, dict[str, Path]] = {}
+    numeric: dict[str, tuple[str, str]] = {}
     for fixture in _runnable():
         name = _name(fixture)
         text = fixture.read_text(encoding="utf-8")
+        unsafe = _fixed(text, fixture, True)
+        if _numeric(fixture):
+            numeric[name] = (text, unsafe)
         for variant, body in (("before", text), ("fix", _fixed(text, fixture, False)),
-                              ("unsafe", _fixed(text, fixture, True))):
+                              ("unsafe", unsafe)):
             copy = copies.get((name, body))
             if copy is None:
                 copy = base / variant / fixture.parent.name / fixture.name
@@ -140,8 +181,12 @@ def _outcomes(base: Path) -> dict[str, dict[str, dict]]:
                 copy.write_text(body, encoding="utf-8")
                 copies[(name, body)] = copy
             plan.setdefault(name, {})[variant] = copy
-    rows = _run_batches(list(copies.values()), base / "jax-compilation-cache")
-    return {name: {variant: rows[str(copy)] for variant, copy in variants.items()}
+    with ThreadPoolExecutor(1) as pool:  # the worker waits on its own process: no core held here
+        verified = pool.submit(_verify_numeric, numeric)
+        rows = _run_batches(list(copies.values()))
+        checks = verified.result()
+    return {name: {**{variant: rows[str(copy)] for variant, copy in variants.items()},
+                   **({"verify": checks[name]} if name in checks else {})}
             for name, variants in plan.items()}
 
 
@@ -168,6 +213,11 @@ def _problems(fixture: Path, runs: dict[str, dict]) -> list[str]:
         return [f"{name}: does not run after --fix --unsafe-fixes: {runs['unsafe']['detail']}"]
     if safe not in ("ok", before):
         return [f"{name}: --fix made it fail differently: {runs['fix']['detail']}"]
+    # A chain --verify cannot build (one assembled with .append) is reported as not
+    # measured; one it measured must hold after the fixes.
+    check = runs.get("verify", {})
+    if check and (check["after"] == "fails" or (check["after"] == "not measured" != check["before"])):
+        return [f"{name}: --verify does not show {runs['verify']['property']!r} holding after the fix: {runs['verify']}"]
     return []
 
 
@@ -193,6 +243,9 @@ def _report(outcomes: dict[str, dict[str, dict]]) -> str:
     raised = [n for n, r in outcomes.items() if r["before"]["outcome"] != "ok"]
     repaired = [n for n in raised if outcomes[n]["unsafe"]["outcome"] == "ok"]
     repaired_safe = [n for n in raised if outcomes[n]["fix"]["outcome"] == "ok"]
+    numeric = [n for n, r in outcomes.items() if "verify" in r]
+    shown = [n for n in numeric if outcomes[n]["verify"]["after"] == "holds"]
+    failed_before = [n for n in shown if outcomes[n]["verify"]["before"] == "fails"]
     lines = [
         "# Fixtures that run",
         "",
@@ -205,15 +258,22 @@ def _report(outcomes: dict[str, dict[str, dict]]) -> str:
         f"{len(fixtures) - len(outcomes) - len(cannot)}",
         f"- raise as written: {len(raised)}; repaired by `--fix`: {len(repaired_safe)}; "
         f"by `--fix --unsafe-fixes`: {len(repaired)}",
+        f"- numeric defects (run as written; their rule has a property `--verify` measures): "
+        f"{len(numeric)}; numeric property shown by `--verify` on the fixed file: {len(shown)} "
+        f"(failing before the fix: {len(failed_before)}; holding before too, so the measured "
+        f"property does not separate that defect: {len(shown) - len(failed_before)}); not measured "
+        f"(a chain `--verify` cannot build): {len(numeric) - len(shown)}",
         f"- still failing after `--fix --unsafe-fixes`: {len(EXPECTED_FAILURES)}"
         + "".join(f"\n  - {n}: {why}" for n, why in EXPECTED_FAILURES.items()),
         "",
-        "| fixture | as written | `--fix` | `--fix --unsafe-fixes` |",
-        "|---|---|---|---|",
+        "| fixture | as written | `--fix` | `--fix --unsafe-fixes` | numeric property shown by `--verify` (before → after the fixes) |",
+        "|---|---|---|---|---|",
     ]
     for name in sorted(outcomes):
         runs = outcomes[name]
-        lines.append(f"| {name} | {runs['before']['outcome']} | {runs['fix']['outcome']} | {runs['unsafe']['outcome']} |")
+        check = runs.get("verify")
+        shown_text = f"{check['property']}: {check['before']} → {check['after']}" if check else ""
+        lines.append(f"| {name} | {runs['before']['outcome']} | {runs['fix']['outcome']} | {runs['unsafe']['outcome']} | {shown_text} |")
     if cannot:
         lines += ["", "Cannot run standalone:", ""]
         lines += [f"- {_name(p)}: {why}" for p, why in cannot]

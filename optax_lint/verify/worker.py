@@ -260,8 +260,13 @@ class Checks:
 
     # clipping before the optimizer -------------------------------------------
     def check_clip(self):
+        """The state after a gradient of global norm 1e6 equals the state after the
+        clipped gradient: of norm `clip_norm` for a global-norm clip with a known
+        threshold; otherwise (block RMS, adaptive or per-leaf clips, an unknown
+        threshold) of norm 1e7, since a clip before the optimizer saturates on both."""
         jax, jnp = self.jax, self.jnp
-        threshold = float(self.request.get("clip_norm", 1.0))
+        known = "clip_norm" in self.request
+        threshold = float(self.request["clip_norm"]) if known else 1e7
         direction = jax.tree.map(lambda p: jnp.ones_like(p), self.params)
         norm = float(self.optax.tree.norm(direction)) if hasattr(self.optax, "tree") else float(self.optax.global_norm(direction))
         big = jax.tree.map(lambda d: d * (1e6 / norm), direction)
@@ -276,8 +281,8 @@ class Checks:
         same = all(bool(jnp.allclose(a, b, rtol=1e-4, atol=1e-8)) for a, b in zip(big_leaves, ref_leaves))
         return [{
             "property": "a gradient of global norm 1e6 reaches the optimizer clipped",
-            "expected": f"optimizer state as for norm {threshold:g}",
-            "measured": f"largest state value {peak:.4g} (clipped gradient gives {ref:.4g})",
+            "expected": f"optimizer state as for norm {threshold:g}" if known else "the same optimizer state as for norm 1e7",
+            "measured": f"largest state value {peak:.4g} ({'clipped gradient' if known else 'norm 1e7'} gives {ref:.4g})",
             "ok": same,
         }]
 
