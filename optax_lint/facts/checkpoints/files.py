@@ -3,6 +3,7 @@ opened for `f` in `pickle.dump(x, f)`, `f.write(to_bytes(x))`, `from_bytes(t, f.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -63,3 +64,30 @@ def read_from(facts, call: cst.Call, scope: Scope, record: CallRecord) -> Option
                 return value.func.value
             return file_path(facts, value.func.value, scope, record)
     return None
+
+
+# Calls that read a written file to look at the model, not to resume training.
+_EVALUATION = re.compile(r"eval|test|predict|render|rollout|play|enjoy|visuali[sz]e", re.IGNORECASE)
+
+
+def read_back_for_evaluation(facts, record: CallRecord, path: Optional[cst.BaseExpression]) -> bool:
+    """The file a save writes (`model_path`) is handed, later in the same function, to a
+    call named for evaluation (`evaluate(model_path, ...)`): a snapshot written to
+    evaluate the model, read back at once, not a checkpoint to resume from."""
+    if not isinstance(path, cst.Name):
+        return False
+    after = facts.source_positions.span(record.node).line
+    for other in facts.raw.calls:
+        if other.scope is not record.scope or not _EVALUATION.search(_last_name(other.node.func)):
+            continue
+        if facts.source_positions.span(other.node).line <= after:
+            continue
+        if any(isinstance(arg.value, cst.Name) and arg.value.value == path.value for arg in other.node.args):
+            return True
+    return False
+
+
+def _last_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""

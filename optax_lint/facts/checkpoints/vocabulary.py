@@ -4,9 +4,11 @@ and dict keys that say whether an entry is parameters or optimizer state."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 ORBAX = "orbax.checkpoint"
+_V1 = re.compile(r"^orbax\.checkpoint\.(experimental\.)?v1(\.|$)")
 
 # orbax classes that save or restore, by the last component of their qualified name.
 ORBAX_OBJECTS = {
@@ -69,8 +71,13 @@ NON_OPT_KEYS = frozenset(
 
 
 def orbax_member(qualname: Optional[str]) -> Optional[str]:
-    """'orbax.checkpoint.args.StandardSave' -> 'StandardSave'; None outside orbax."""
+    """'orbax.checkpoint.args.StandardSave' -> 'StandardSave'; None outside orbax, and
+    in orbax's v1 API (`orbax.checkpoint.v1`, `...experimental.v1`), whose classes share
+    v0's names but not its call forms (v1's `training.Checkpointer.save(step, tree)` is
+    current): v1 is not modelled, so it is neither a save site nor a legacy call."""
     if qualname is None or not (qualname == ORBAX or qualname.startswith(ORBAX + ".")):
+        return None
+    if _V1.search(qualname):
         return None
     return qualname.rsplit(".", 1)[-1]
 

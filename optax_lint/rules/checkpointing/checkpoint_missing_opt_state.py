@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.files import read_back_for_evaluation
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
@@ -51,6 +52,8 @@ class CheckpointMissingOptState(Rule):
                 continue
             if not ckpt.in_loop(site.record):
                 continue  # a one-off export after training is not a resume checkpoint
+            if read_back_for_evaluation(ctx.facts, site.record, site.path):
+                continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
             if any(
                 other is not site and other.record.scope is site.record.scope and other.payload.has_opt_state()
                 for other in ckpt.saves
