@@ -100,17 +100,39 @@ class MissingGradientClipping(Rule):
 def _clips_by_hand(ctx: Context) -> bool:
     """A clip applied to the gradients outside any optax pipeline: a call named like a
     clip in a statement about gradients (`grads = jax.tree.map(lambda g: jnp.clip(g, -1,
-    1), grads)`, a project's `clip_grads(grads, 1.0)` helper). `jnp.clip` on data is not."""
+    1), grads)`, a project's `clip_grads(grads, 1.0)` helper), or a global norm that
+    bounds a rescale (`g_norm = global_norm(grads); g_norm = jnp.maximum(max_norm,
+    g_norm)`, as a TrainState.apply_gradients may do). `jnp.clip` on data is not, nor
+    is a global norm that is only logged."""
     in_pipelines = set()
     for pipeline in ctx.facts.pipelines:
         in_pipelines |= pipeline.root.calls()
+    norms: dict = {}  # function scope -> names bound to a global norm of the gradients
     for record in ctx.facts.raw.calls:
         if record.node in in_pipelines:
             continue
-        func = record.node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        last = _last(record.node.func)
+        if last == "global_norm":
+            statement = record.statement
+            body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+            if isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name):
+                norms.setdefault(record.scope, set()).add(body.targets[0].target.value)
+            continue
         if "clip" not in last.lower():
             continue
         if "grad" in last.lower() or "grad" in describe(record.statement, limit=100_000).lower():
             return True
+    for record in ctx.facts.raw.calls:
+        names = norms.get(record.scope)
+        if names and _last(record.node.func) in _BOUNDS and any(
+                isinstance(arg.value, cst.Name) and arg.value.value in names for arg in record.node.args):
+            return True  # jnp.maximum(max_norm, g_norm): the norm caps a rescale
     return False
+
+
+# Calls that cap a global norm into a clipping factor.
+_BOUNDS = frozenset({"maximum", "minimum", "where", "clip"})
+
+
+def _last(func: cst.BaseExpression) -> str:
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
