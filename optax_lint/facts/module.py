@@ -127,6 +127,13 @@ class ModuleFacts:
         return collect_mask_sites(self)
 
     @functools.cached_property
+    def adapters_only(self) -> Optional[cst.Call]:
+        """The call (LoRA wrapping, `wrt=nnx.LoRAParam`) after which only adapters train."""
+        from optax_lint.facts.context.adapters import adapters_only
+
+        return adapters_only(self)
+
+    @functools.cached_property
     def model_tree(self) -> Optional[ParamTree]:
         """The parameter names the file's flax/haiku model produces, when known."""
         from optax_lint.facts.masks.param_tree import build_model_tree

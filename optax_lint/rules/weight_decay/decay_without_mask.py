@@ -31,6 +31,8 @@ class DecayWithoutMask(Rule):
         arch = facts.run_context.get("arch")
         if arch is None or arch.value != "transformer":
             return
+        if facts.adapters_only is not None:
+            return  # only LoRA adapters train: no bias or norm scale is decayed
         tree = facts.model_tree
         if tree is not None and tree.decay_pulls_to_zero_output() is False:
             return  # bias-free layers and zero-centred scales: decay pulls towards the identity
