@@ -134,6 +134,13 @@ class ModuleFacts:
         return adapters_only(self)
 
     @functools.cached_property
+    def imported_zero_centred_model(self) -> Optional[cst.Call]:
+        """A Gemma-family model built from a package: bias-free, zero-centred norm scales."""
+        from optax_lint.facts.masks.model_families import imported_zero_centred_model
+
+        return imported_zero_centred_model(self)
+
+    @functools.cached_property
     def model_tree(self) -> Optional[ParamTree]:
         """The parameter names the file's flax/haiku model produces, when known."""
         from optax_lint.facts.masks.param_tree import build_model_tree

@@ -36,6 +36,8 @@ class DecayWithoutMask(Rule):
         tree = facts.model_tree
         if tree is not None and tree.decay_pulls_to_zero_output() is False:
             return  # bias-free layers and zero-centred scales: decay pulls towards the identity
+        if (tree is None or not tree.leaves) and facts.imported_zero_centred_model is not None:
+            return  # an imported Gemma: the same layout, known by its family
         for pipeline, node in candidates:
             fix = _mask_fix(facts, pipeline, node)
             ctx.report(
