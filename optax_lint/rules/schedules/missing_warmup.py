@@ -96,7 +96,10 @@ class MissingWarmup(Rule):
             return
         fine_tune = fine_tune_entry(facts) is not None
         for use in constant:
-            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            # A constant rate on a run known long only by inference, with no Transformer,
+            # is the protocol's default for prototyping and small models: no premise.
+            declared_run = long_run and steps_entry is not None and steps_entry.source != "inferred"
+            reason = self._reason(use, transformer, declared_run, steps, steps_entry)
             if reason is None:
                 continue
             fix, title = None, None
