@@ -1,7 +1,8 @@
 """The model's weights: where they come from (the `fine_tune` field: a checkpoint
 restored from a pretrained source, `from_pretrained` or a restore whose arguments say
-pretrained / init_checkpoint (as written, or as the config field they read holds), or a
-config field `init_*` whose value constructs a checkpoint loader; False when the params come from `model.init` and
+pretrained / init_checkpoint (as written, or as the config field they read holds), a
+model built from saved weights (`create_model_from_checkpoint`), LoRA adapters on a base
+model, or a config field `init_*` whose value constructs a checkpoint loader; False when the params come from `model.init` and
 nothing is restored or loaded) and how many there are (the `params` field, estimated
 for a Transformer from its config: layers L, width d, vocab V, MLP width d_ff,
 default 4d: params ~ L * (4 d^2 + 2 d d_ff) + V d)."""
@@ -37,6 +38,9 @@ _PRETRAINED = re.compile(
 # A config field that initialises the params from a checkpoint: `init_transform=LoadCheckpoint(...)`.
 _INIT_FIELD = re.compile(r"^init_|^initiali[sz]", re.IGNORECASE)
 _LOADER = re.compile(r"^Load\w*(Checkpoint|Pretrained|Params|Weights)$|^(load|restore)_\w*(checkpoint|pretrained|params|weights)$")
+# Model constructors that read trained weights (tunix's `create_model_from_checkpoint`,
+# `create_model_from_safe_tensors`): what they build is already trained.
+_BUILT_FROM_WEIGHTS = re.compile(r"^create_model_from_(checkpoint|safe_?tensors|pretrained|hf\w*)$|^from_safe_?tensors$")
 _L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "num_decoder_layers", "layers", "num_blocks")
 _D_NAMES = ("emb_dim", "d_model", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
@@ -66,6 +70,14 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
             label = shortened(code_text(record.node), 70)
             confidence = "high" if last == "from_pretrained" else "medium"
             return ContextValue(True, "inferred", None, confidence, f"pretrained weights restored: {label}", locate=inf.here(record.node).location)
+    for record in facts.raw.calls:
+        if _BUILT_FROM_WEIGHTS.match(last_name(record.node.func)) and keep(record.scope):
+            label = shortened(code_text(record.node), 70)
+            return ContextValue(True, "inferred", None, "medium", f"the model is built from saved weights: {label}", locate=inf.here(record.node).location)
+    adapters = facts.adapters_only
+    if adapters is not None:
+        label = shortened(code_text(adapters), 70)
+        return ContextValue(True, "inferred", None, "medium", f"only LoRA adapters train on a base model: {label}", locate=inf.here(adapters).location)
     loader = _init_loader(facts)
     if loader is not None:
         module, call, field_name = loader
