@@ -123,6 +123,8 @@ class FineTuneLearningRate(Rule):
         fine_tune = ctx.facts.run_context.get("fine_tune")
         if fine_tune is None or fine_tune.value is not True:
             return
+        if ctx.facts.adapters_only is not None:
+            return  # only LoRA adapters train: the pretrained weights stay frozen at any rate
         seen = set()
         for pipeline, step, peak, where in found:
             if step.origin.call in seen:
