@@ -94,7 +94,8 @@ class MissingWarmup(Rule):
         long_run = steps is not None and steps >= ctx.option("min_steps")
         if transformer is None and not long_run:
             return
-        fine_tune = fine_tune_entry(facts) is not None
+        fine_tune_value = fine_tune_entry(facts)
+        fine_tune = fine_tune_value is not None
         for use in constant:
             # A constant rate on a run known long only by inference, with no Transformer,
             # is the protocol's default for prototyping and small models: no premise.
@@ -102,6 +103,9 @@ class MissingWarmup(Rule):
             reason = self._reason(use, transformer, declared_run, steps, steps_entry)
             if reason is None:
                 continue
+            if fine_tune:
+                reason += (f"; the run fine-tunes a pretrained model (fine_tune {provenance(fine_tune_value)}), and a fine-tune "
+                           "warms up briefly (about 100 steps) before holding the rate")
             fix, title = None, None
             if steps is not None:
                 fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
