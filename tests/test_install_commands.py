@@ -73,7 +73,9 @@ def test_every_printed_install_command_resolves(tmp_path: Path, hook_repo: Path,
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(hook_repo), str(clone)], check=True, capture_output=True)
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, check=True, capture_output=True, text=True).stdout.strip()
-    url = hook_repo.as_uri()
+    # file://localhost/...: pip before 23.3 rejects a direct reference to file:///...
+    # ("Invalid requirement"), and the README's venv gets the machine's pip (23.2 here).
+    url = "file://localhost" + hook_repo.as_posix()
 
     def concrete(args: str) -> str:
         for old, new in ((f"git+{HOMEPAGE}", f"git+{url}"), ("${OPTAX_LINT_GIT}", url), ("${OPTAX_LINT_REV}", rev), ("<rev>", rev)):
