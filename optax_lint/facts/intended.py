@@ -23,22 +23,18 @@ from __future__ import annotations
 
 import libcst as cst
 
+from optax_lint.syntax.nodes import last_name
+
 _RAISES = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "assertRaisesWithLiteralMatch", "raises"})
 _GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
 # Spellings of a test that asks which library version (or which signature) is installed.
 _VERSION_MARKERS = ("__version__", "version_info", "version.parse", "Version(", "parse_version(", "inspect.signature(", "signature(")
 
 
-def _last(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""
-
-
 def _expects_error(node: cst.CSTNode) -> bool:
     if not isinstance(node, cst.With):
         return False
-    return any(isinstance(item.item, cst.Call) and _last(item.item.func) in _RAISES for item in node.items)
+    return any(isinstance(item.item, cst.Call) and last_name(item.item.func) in _RAISES for item in node.items)
 
 
 def _enclosing_test(node: cst.CSTNode, parent_stmt: dict):

@@ -24,3 +24,12 @@ def node_text(node: cst.CSTNode) -> str:
 def is_none(expr: Optional[cst.BaseExpression]) -> bool:
     """The literal `None`."""
     return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def last_name(func: cst.BaseExpression) -> str:
+    """The last component of a callee: `fit` for `trainer.fit`, `update` for `update`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        return func.value
+    return ""

@@ -10,6 +10,7 @@ import libcst as cst
 
 from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import last_name
 from optax_lint.syntax.walker import CallRecord, Scope
 
 
@@ -78,16 +79,10 @@ def read_back_for_evaluation(facts, record: CallRecord, path: Optional[cst.BaseE
         return False
     after = facts.source_positions.span(record.node).line
     for other in facts.raw.calls:
-        if other.scope is not record.scope or not _EVALUATION.search(_last_name(other.node.func)):
+        if other.scope is not record.scope or not _EVALUATION.search(last_name(other.node.func)):
             continue
         if facts.source_positions.span(other.node).line <= after:
             continue
         if any(isinstance(arg.value, cst.Name) and arg.value.value == path.value for arg in other.node.args):
             return True
     return False
-
-
-def _last_name(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""

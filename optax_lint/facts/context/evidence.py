@@ -11,6 +11,7 @@ import libcst as cst
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.found import Found, Origin
+from optax_lint.syntax.nodes import last_name  # noqa: F401 (re-exported: the context readers import it from here)
 from optax_lint.syntax.values import Unknown
 from optax_lint.syntax.walker import Scope
 
@@ -111,14 +112,6 @@ class Evidence:
                 if id(expr) not in seen:
                     seen.add(id(expr))
                     yield expr, scope
-
-
-def last_name(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    if isinstance(func, cst.Name):
-        return func.value
-    return ""
 
 
 def code_text(node: cst.CSTNode) -> str:

@@ -14,6 +14,7 @@ from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.protocol.architecture import arch_name, arch_ok
 from optax_lint.rules.protocol.optimizers import complete, is_full_optimizer, optimizers
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.nodes import last_name
 
 
 def _chosen_optimizer(pipeline: Pipeline) -> str:
@@ -111,7 +112,7 @@ def _clips_by_hand(ctx: Context) -> bool:
     for record in ctx.facts.raw.calls:
         if record.node in in_pipelines:
             continue
-        last = _last(record.node.func)
+        last = last_name(record.node.func)
         if last == "global_norm":
             statement = record.statement
             body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
@@ -124,7 +125,7 @@ def _clips_by_hand(ctx: Context) -> bool:
             return True
     for record in ctx.facts.raw.calls:
         names = norms.get(record.scope)
-        if names and _last(record.node.func) in _BOUNDS and any(
+        if names and last_name(record.node.func) in _BOUNDS and any(
                 isinstance(arg.value, cst.Name) and arg.value.value in names for arg in record.node.args):
             return True  # jnp.maximum(max_norm, g_norm): the norm caps a rescale
     return False
@@ -132,7 +133,3 @@ def _clips_by_hand(ctx: Context) -> bool:
 
 # Calls that cap a global norm into a clipping factor.
 _BOUNDS = frozenset({"maximum", "minimum", "where", "clip"})
-
-
-def _last(func: cst.BaseExpression) -> str:
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
