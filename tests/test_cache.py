@@ -242,3 +242,25 @@ def test_a_read_only_cache_folder_is_no_error(project: Path, tmp_path: Path, mon
     blocker = tmp_path / "file-not-folder"
     blocker.write_text("")
     assert lint(project, cache_dir=blocker / "cache") == lint(project)
+
+
+def test_a_notebook_is_answered_from_the_cache_with_its_code_frames(project: Path, monkeypatch) -> None:
+    """Notebooks are cached like scripts: a warm run lints nothing and prints the same
+    report, code frames of the cells included (the cells are rebuilt from the file)."""
+    shutil.copy(FIXTURES / "notebooks" / "colab_train.ipynb", project / "colab_train.ipynb")
+    monkeypatch.chdir(project)
+    bump_mtime(project / "colab_train.ipynb")
+    runner = CliRunner()
+    uncached = runner.invoke(main, ["colab_train.ipynb", "--no-cache"])
+    assert "colab_train.ipynb:cell" in uncached.output and " | " in uncached.output  # findings with code frames
+    cold = runner.invoke(main, ["colab_train.ipynb"])
+    assert cold.output == uncached.output
+    with monkeypatch.context() as m:
+        forbid_linting(m)
+        warm = runner.invoke(main, ["colab_train.ipynb"])
+    assert warm.output == uncached.output and warm.exit_code == uncached.exit_code
+    (project / "colab_train.ipynb").write_text((project / "colab_train.ipynb").read_text().replace("0.1", "0.2"))
+    with monkeypatch.context() as m:
+        forbid_linting(m)
+        with pytest.raises(AssertionError, match="linted a file the cache should have answered"):
+            api.run([project / "colab_train.ipynb"], load_settings(start=project), api.RunOptions(cache_dir=project / ".optax_lint_cache"))

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Optional
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # default per-file size bound (--max-file-size)
+# A notebook's JSON carries outputs and metadata besides the code: its file may be this
+# many times the bound (the code cells themselves are held to the bound).
+NOTEBOOK_SIZE_FACTOR = 8
 
 _CHUNK = 1024 * 1024
 # Flags absent on some platforms default to 0 (no-op).

@@ -11,6 +11,7 @@ from typing import Optional
 
 from optax_lint.core.diagnostics import Edit, Finding, Span
 from optax_lint.core.source import (
+    NOTEBOOK_SIZE_FACTOR,
     SourceError,
     _human_size,
     read_source,
@@ -20,7 +21,7 @@ from optax_lint.notebook.layout import Layout
 
 # Outputs (plots, logs) make notebooks large without adding code: the file may be this
 # many times --max-file-size; the code cells themselves must stay within it.
-SIZE_FACTOR = 8
+SIZE_FACTOR = NOTEBOOK_SIZE_FACTOR
 PYTHON_LANGUAGES = ("python", "python3", "ipython", "ipython3")
 
 

@@ -20,6 +20,7 @@ from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
 from optax_lint.core.meta import IO_ERROR, SYNTAX_ERROR, meta_finding
 from optax_lint.core.source import (
+    NOTEBOOK_SIZE_FACTOR,
     SourceError,
     SourceFile,
     encode_text,
@@ -152,16 +153,20 @@ def _lint_one(path: Path, settings: Settings, options: RunOptions, files):
     the text that was linted, and what else the lint read (core/readlog.py, recorded by
     the run's ProjectFiles `files`). The record is None when the result must not be
     cached: a fix was applied (or diffed), a read or internal error, --verify evidence."""
-    if options.cache_dir is None or path.suffix.lower() == ".ipynb":
+    if options.cache_dir is None:
         return (*lint_file(path, settings, options, project_files=files), None)
+    notebook = path.suffix.lower() == ".ipynb"
     try:
         st = os.stat(path)
         checked = time.time_ns()
-        source = read_source(path, max_bytes=options.max_file_bytes)
+        source = read_source(path, max_bytes=options.max_file_bytes * (NOTEBOOK_SIZE_FACTOR if notebook else 1))
     except (OSError, SourceError):
         return (*lint_file(path, settings, options, project_files=files), None)
     with files.recording() as log:
-        result, text, internal = lint_file(path, settings, options, source, project_files=files)
+        if notebook:  # the very bytes the cache records, not a second read
+            result, text, internal = lint_file(path, settings, options, read=lambda _: source, project_files=files)
+        else:
+            result, text, internal = lint_file(path, settings, options, source, project_files=files)
     if internal or result.error or result.fixed or result.diff or result.verification:
         return result, text, internal, None
     return result, text, internal, (st, source.digest, checked, log)
@@ -234,11 +239,19 @@ def _cached(cache, path: Path, settings: Settings, options: RunOptions):
     if (options.fix or options.diff) and any(f.fixable(options.unsafe_fixes) for f in result.findings):
         return None, fkey
     text = None
-    if result.findings:  # code frames need the text
+    if result.findings:  # code frames need the text (a notebook's, its cells)
+        notebook = path.suffix.lower() == ".ipynb"
         try:
-            text = read_source(path, max_bytes=options.max_file_bytes).text
+            text = read_source(path, max_bytes=options.max_file_bytes * (NOTEBOOK_SIZE_FACTOR if notebook else 1)).text
         except SourceError:
             return None, fkey
+        if notebook:
+            from optax_lint.run.notebook_file import cached_cell_sources
+
+            cells = cached_cell_sources(text, options.max_file_bytes)
+            if cells is None:
+                return None, fkey
+            result.cell_sources = cells
     return (result, text, 0), fkey
 
 

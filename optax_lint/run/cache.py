@@ -191,10 +191,15 @@ def finding_from_dict(d: dict) -> Finding:
         path=str(d["path"]),
         span=_span(d),
         fix=fix,
-        related=[Related(str(r["message"]), _span(r), r.get("path")) for r in d.get("related", [])],
+        related=[Related(str(r["message"]), _span(r), r.get("path"), _cell(r)) for r in d.get("related", [])],
         help=str(d.get("help") or ""),  # the full format's "= help:" line (a cached finding kept none)
         evidence=d.get("evidence"),
+        cell=_cell(d),  # a notebook finding's cell: its lines count within the cell
     )
+
+
+def _cell(d: dict) -> Optional[int]:
+    return int(d["cell"]) if d.get("cell") is not None else None
 
 
 # ---- the cache ----------------------------------------------------------------------

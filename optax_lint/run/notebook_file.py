@@ -91,3 +91,13 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
             result.findings = problems + to_cells(run.findings, original, original.text)
             result.findings.append(meta.meta_finding(meta.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)
+
+
+def cached_cell_sources(text: str, max_file_bytes: int) -> Optional[dict]:
+    """Each cell's source, for the code frames of a notebook answered from the cache
+    (its findings are stored, its cells are not); None if the text is not a notebook."""
+    try:
+        _, layout = notebook_layout(text, max_file_bytes)
+    except (NotebookError, SourceError):
+        return None
+    return layout.sources(layout.text)
