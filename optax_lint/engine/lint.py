@@ -72,8 +72,11 @@ def run_rules(
     root: Optional[str] = None,
     project_files=None,
     tree=None,
+    release: bool = False,
 ) -> tuple[list[Finding], int]:
-    """`tree`: CPython's parse of `text`, when the caller has it (source positions)."""
+    """`tree`: CPython's parse of `text`, when the caller has it (source positions);
+    `release`: the findings are final (no fix or edit will be computed from them), so
+    the facts are released at the end (ModuleFacts.release)."""
     catalogue = load_catalogue()
     try:
         facts = ModuleFacts(module, path, declared_context=context, root=root, text=text, project_files=project_files)
@@ -102,7 +105,11 @@ def run_rules(
             findings.append(meta_finding(INTERNAL_ERROR, path, _internal_message(where, exc, show_traceback)))
             continue
         findings.extend(ctx.findings)
-    return _distinct(judge_by_purpose(drop_intended(findings, facts, catalogue), facts, catalogue)), internal
+    findings = _distinct(judge_by_purpose(drop_intended(findings, facts, catalogue), facts, catalogue))
+    if release:
+        facts.release()
+        positions.release()
+    return findings, internal
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:
@@ -130,6 +137,7 @@ def lint_text(
     project_files=None,
     cpython: Optional[CpythonParse] = None,
     large_file_bytes: Optional[int] = None,
+    release: bool = False,
 ) -> LintRun:
     """Findings for one source text. `project_files`: the run's ProjectFiles
     (facts/project/files.py), which keeps the project files read across the run;
@@ -155,7 +163,7 @@ def lint_text(
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
     findings, internal = run_rules(
         module, parsed_text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
-        project_files=project_files, tree=tree,
+        project_files=project_files, tree=tree, release=release,
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)

@@ -6,6 +6,7 @@ from its records on first use, so a file that builds no optimizer pays for none.
 
 from __future__ import annotations
 
+import enum
 import functools
 from typing import TYPE_CHECKING, Optional
 
@@ -35,6 +36,15 @@ if TYPE_CHECKING:  # the topic modules load on first use of their fact
     from optax_lint.facts.project.files import Project
     from optax_lint.facts.schedules.analysis import ScheduleFacts
     from optax_lint.facts.state.access import StateFacts
+
+
+# Attributes the run shares between files (the optax API table, the run's project
+# files): never cleared by release().
+_SHARED = frozenset({"api", "project_files"})
+# Modules whose objects a ModuleFacts creates for its own file (some of their objects
+# are shared tables and singletons: only those below are cleared past the first level).
+_PER_FILE = ("optax_lint.facts.", "optax_lint.syntax.")
+_CYCLIC_MODULES = frozenset({"optax_lint.syntax.walker", "optax_lint.syntax.arguments", "optax_lint.facts.pipelines.build"})
 
 
 class ModuleFacts:
@@ -125,6 +135,43 @@ class ModuleFacts:
         from optax_lint.facts.masks.extract import collect_mask_sites
 
         return collect_mask_sites(self)
+
+    def release(self) -> None:
+        """Break the reference cycles through which these facts hold the file's tree
+        (scopes and their bindings, returns and parents), and drop every fact, so that
+        the tree is freed by reference counting when the lint is done instead of being
+        traversed by the cyclic collector. Only for a lint whose findings are final:
+        a fix or a text edit computed later may still read the facts."""
+        # The objects that form the cycles: these facts' own helpers (each points back
+        # here) and, below them, the walker's scopes and records and the pipelines'
+        # nodes. Reached through containers, never through libcst or ast nodes; tables
+        # and singletons the run shares (the currency table, the interpreters' Unknown)
+        # are passed through, never cleared.
+        from optax_lint.facts.project.files import ProjectFiles
+
+        stop = (ModuleFacts, ProjectFiles, enum.Enum)
+        stack = [(value, True) for name, value in self.__dict__.items() if name not in _SHARED]
+        seen = {id(self)}
+        found = []
+        while stack:
+            value, top = stack.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            kind = type(value)
+            if kind in (list, tuple, set, frozenset):
+                stack.extend((item, False) for item in value)
+            elif kind is dict:
+                stack.extend((item, False) for item in value.values())
+            elif kind.__module__.startswith(_PER_FILE) and not isinstance(value, stop):
+                attrs = getattr(value, "__dict__", None)
+                if attrs is not None:
+                    if top or kind.__module__ in _CYCLIC_MODULES:
+                        found.append(attrs)
+                    stack.extend((item, False) for item in attrs.values())
+        for attrs in found:
+            attrs.clear()
+        self.__dict__.clear()
 
     @functools.cached_property
     def adapters_only(self) -> Optional[cst.Call]:

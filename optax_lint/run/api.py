@@ -96,6 +96,7 @@ def lint_file(
         run = engine.lint_text(
             source.text, shown, codes, options_by_code, show_traceback=options.show_traceback, context=declared, root=root,
             project_files=project_files, large_file_bytes=None if options.with_edits else LARGE_FILE_BYTES,
+            release=not options.with_edits,  # no fix will be computed: free the tree at once
         )
         if options.with_edits:
             engine.attach_edits(source.text, run)

@@ -54,7 +54,7 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     declared = declared_context(path, settings, options)
     common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root), project_files=project_files)
     if not (options.fix or options.diff):
-        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, **common)
+        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, release=not options.with_edits, **common)
         if options.with_edits:
             engine.attach_edits(layout.text, run)
         result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)

@@ -39,6 +39,10 @@ class Positions:
         self._simple_at: dict[int, Optional[dict]] = {}  # top-level index -> {id(statement): (lineno, indent)}
         self._simple_local: dict[int, dict] = {}  # id(statement) -> positions inside that statement alone
 
+    def release(self) -> None:
+        """Drop what was resolved (see ModuleFacts.release)."""
+        self.__dict__.clear()
+
     # -- fallbacks ----------------------------------------------------------
     def _resolve_full(self) -> dict:
         if self._full is None:
