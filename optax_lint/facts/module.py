@@ -6,7 +6,6 @@ from its records on first use, so a file that builds no optimizer pays for none.
 
 from __future__ import annotations
 
-import enum
 import functools
 from typing import TYPE_CHECKING, Optional
 
@@ -41,10 +40,8 @@ if TYPE_CHECKING:  # the topic modules load on first use of their fact
 # Attributes the run shares between files (the optax API table, the run's project
 # files): never cleared by release().
 _SHARED = frozenset({"api", "project_files"})
-# Modules whose objects a ModuleFacts creates for its own file (some of their objects
-# are shared tables and singletons: only those below are cleared past the first level).
+# Modules whose objects a ModuleFacts creates for its own file (its helpers).
 _PER_FILE = ("optax_lint.facts.", "optax_lint.syntax.")
-_CYCLIC_MODULES = frozenset({"optax_lint.syntax.walker", "optax_lint.syntax.arguments", "optax_lint.facts.pipelines.build"})
 
 
 class ModuleFacts:
@@ -142,35 +139,22 @@ class ModuleFacts:
         the tree is freed by reference counting when the lint is done instead of being
         traversed by the cyclic collector. Only for a lint whose findings are final:
         a fix or a text edit computed later may still read the facts."""
-        # The objects that form the cycles: these facts' own helpers (each points back
-        # here) and, below them, the walker's scopes and records and the pipelines'
-        # nodes. Reached through containers, never through libcst or ast nodes; tables
-        # and singletons the run shares (the currency table, the interpreters' Unknown)
-        # are passed through, never cleared.
-        from optax_lint.facts.project.files import ProjectFiles
-
-        stop = (ModuleFacts, ProjectFiles, enum.Enum)
-        stack = [(value, True) for name, value in self.__dict__.items() if name not in _SHARED]
-        seen = {id(self)}
-        found = []
-        while stack:
-            value, top = stack.pop()
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            kind = type(value)
-            if kind in (list, tuple, set, frozenset):
-                stack.extend((item, False) for item in value)
-            elif kind is dict:
-                stack.extend((item, False) for item in value.values())
-            elif kind.__module__.startswith(_PER_FILE) and not isinstance(value, stop):
-                attrs = getattr(value, "__dict__", None)
-                if attrs is not None:
-                    if top or kind.__module__ in _CYCLIC_MODULES:
-                        found.append(attrs)
-                    stack.extend((item, False) for item in attrs.values())
-        for attrs in found:
-            attrs.clear()
+        # The cycles that reach the tree, broken where they are made: scopes with their
+        # bindings and returns, the pipelines' node trees, and these facts' helpers,
+        # each of which points back here. (A walk of everything reachable would find
+        # them all but costs a tenth of the lint; tests/test_release.py checks that no
+        # tree is left in a cycle.)
+        attrs = self.__dict__
+        raw = attrs.get("raw")
+        if raw is not None:
+            for scope in raw.scopes:
+                scope.bindings, scope.returns, scope.params, scope.parent = {}, [], {}, None
+        for pipeline in attrs.get("pipelines") or ():
+            for node in list(pipeline.nodes()):
+                node.__dict__.clear()
+        for name, value in attrs.items():
+            if name not in _SHARED and type(value).__module__.startswith(_PER_FILE) and hasattr(value, "__dict__"):
+                value.__dict__.clear()
         self.__dict__.clear()
 
     @functools.cached_property
