@@ -59,3 +59,26 @@ def test_one_run_with_release_gives_each_file_s_findings_as_alone(monkeypatch) -
         alone = engine.lint_text(path.read_text(encoding="utf-8"), api.display_path(path), codes)
         key = api.display_path(path)
         assert together[key] == [(f.code, f.span, f.message) for f in alone.findings], key
+
+
+def test_the_collector_pauses_for_a_plain_lint_only(tmp_path: Path, monkeypatch) -> None:
+    """A plain lint runs without cyclic GC (its facts are released after it); a fix run
+    parses the file round after round, each round's facts kept for its fixes, so the
+    collector stays free to run between rounds."""
+    script = tmp_path / "train.py"
+    script.write_text("import optax\n\ntx = optax.adam(1e-3)\n")
+    seen = []
+    real = api.lint_file
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "lint_file", spy)
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(start=tmp_path)
+    was = gc.isenabled()
+    api.run([script], settings, api.RunOptions(jobs=1))
+    api.run([script], settings, api.RunOptions(jobs=1, fix=True))
+    assert seen == [False, True]
+    assert gc.isenabled() == was
