@@ -165,6 +165,13 @@ class ModuleFacts:
         return adapters_only(self)
 
     @functools.cached_property
+    def clipped_policy_gradient_learner(self) -> Optional[cst.Call]:
+        """An imported PPO-family learner (`GRPOLearner(...)`): a clipped policy-gradient objective."""
+        from optax_lint.facts.context.objectives import clipped_policy_gradient_learner
+
+        return clipped_policy_gradient_learner(self)
+
+    @functools.cached_property
     def imported_zero_centred_model(self) -> Optional[cst.Call]:
         """A Gemma-family model built from a package: bias-free, zero-centred norm scales."""
         from optax_lint.facts.masks.model_families import imported_zero_centred_model

@@ -58,6 +58,9 @@ def _lr_anchor(use: LrUse) -> cst.CSTNode:
     return use.node.call
 
 
+_FINE_TUNE_HELP = ("Warm up briefly (about 100 steps, 1-5% of a short run) and then hold the rate, "
+                   "e.g. with optax.warmup_constant_schedule")
+
 # Decays that start at their peak when the schedule has no warmup piece.
 _DECAYS = ("cosine", "linear", "polynomial", "exponential", "step")
 
@@ -96,6 +99,11 @@ class MissingWarmup(Rule):
             return
         fine_tune_value = fine_tune_entry(facts)
         fine_tune = fine_tune_value is not None
+        if fine_tune and facts.clipped_policy_gradient_learner is not None:
+            # RL fine-tuning through a PPO-family objective: the clipped policy ratio bounds
+            # every update, and such recipes start at their (small) rate.
+            return
+        help_text = _FINE_TUNE_HELP if fine_tune else None
         for use in constant:
             # A constant rate on a run known long only by inference, with no Transformer,
             # is the protocol's default for prototyping and small models: no premise.
@@ -110,7 +118,7 @@ class MissingWarmup(Rule):
             if steps is not None:
                 fix, title = self._fix(ctx, use, steps, transformer is not None, fine_tune)
             ctx.report(_lr_anchor(use), optimizer=describe(use.node.call, 80), lr=f"a constant learning rate {use.constant_text}",
-                       reason=reason, fix=fix, fix_title=title, changes_state=True,
+                       reason=reason, fix=fix, fix_title=title, changes_state=True, help=help_text,
                        related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
         for use, schedule in cold:
             reason = self._reason(use, transformer, long_run, steps, steps_entry)
@@ -164,7 +172,9 @@ class MissingWarmup(Rule):
         length = _run_length(facts, use.node.scope, steps)
         if length is None:
             return None, None  # no expression in scope holds the run length: a literal would be invented
-        warmup = suggested_warmup(steps, transformer)
+        # A fine-tune follows the fine-tuning row (a brief warmup, then the constant rate),
+        # not a from-scratch Transformer's 2000-step minimum.
+        warmup = suggested_warmup(steps, transformer and not fine_tune)
         variable = _fresh_name(facts.text, "lr_schedule")
         indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
         if fine_tune or steps < ctx.option("min_steps"):
@@ -199,7 +209,9 @@ class MissingWarmup(Rule):
             return None, None
         if alpha is not None and not isinstance(peak, (cst.Name, cst.Attribute, cst.Integer, cst.Float)):
             return None, None
-        warmup = suggested_warmup(steps, transformer)
+        # A fine-tune follows the fine-tuning row (a brief warmup, then the constant rate),
+        # not a from-scratch Transformer's 2000-step minimum.
+        warmup = suggested_warmup(steps, transformer and not fine_tune)
         if warmup >= length:
             return None, None
         args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup)),
