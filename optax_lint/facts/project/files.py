@@ -295,14 +295,12 @@ def _read_text(path: str) -> Optional[str]:
 
 def _parse_module(path: str, text: str, project: "Project"):
     """The facts of a project file, of the same kind as the linted module's."""
-    import libcst as cst
-
-    from optax_lint.syntax.parsing import cpython_check
+    from optax_lint.syntax.parsing import cpython_check, parse_module
 
     try:
         if cpython_check(text, path)[1]:  # nested beyond CPython's limits: slow for libcst
             return None
-        module = cst.parse_module(text)
+        module = parse_module(text)
     except Exception:  # unparsable: that module tells us nothing
         return None
     facts = type(project.facts)(module, _display(path), project.api, root=project.root, text=text, project_files=project.files)
