@@ -133,6 +133,42 @@ def test_a_fix_that_would_not_parse_is_never_written(tmp_path, monkeypatch, labe
     assert _leftovers(tmp_path) == []
 
 
+def test_a_fix_only_libcst_refuses_is_dropped_and_the_others_still_apply(monkeypatch) -> None:
+    """Each fix is checked alone by CPython; libcst judges the round's combined text, and
+    when it refuses it, each fix alone: the one it refuses is dropped, not the round."""
+    fixture = REPO / "fixtures" / "OPX701" / "bad_legacy_optax_names.py"
+    text = fixture.read_text(encoding="utf-8")
+    expected = fixture.with_suffix(".fixed.py").read_text(encoding="utf-8")
+    refused_fix = "optax.tree.norm(grads)"
+    assert refused_fix in expected and refused_fix not in text
+    parse_module = cst.parse_module
+
+    def picky(source, *args, **kwargs):
+        if refused_fix in source:
+            raise cst.ParserSyntaxError("refused for the test", lines=["x"], raw_line=1, raw_column=0)
+        return parse_module(source, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", picky)
+    run = engine.fix_text(text, str(fixture), {"OPX701"})
+    assert run.text == expected.replace(refused_fix, "optax.global_norm(grads)")
+    assert [(f.code, f.span.line) for f in run.dropped] == [("OPX701", 57)]
+    assert run.applied == 4
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [("", "x"), ("x", ""), ("abc", "abc"), ("aaa", "aa"), ("aa", "aaa"), ("abcabc", "abc"), ("a = 1\nb = 2\n", "a = 1\nc = 2\n"),
+     ("xy" * 5000, "xy" * 2500 + "Z" + "xy" * 2500)],
+)
+def test_text_edit_is_the_minimal_span(old: str, new: str) -> None:
+    start, end, replacement = engine._text_edit(old, new)
+    assert old[:start] + replacement + old[end:] == new
+    # minimal: nothing more could be trimmed from either side
+    assert not (replacement and end > start and replacement[0] == old[start])
+    assert not (replacement and end > start and replacement[-1] == old[end - 1])
+    assert start + (len(old) - end) <= min(len(old), len(new))
+
+
 # --- convergence on every fixture ----------------------------------------------------------
 
 

@@ -15,6 +15,21 @@ from optax_lint.syntax.nodes import node_code
 ModuleEdit = Callable[[cst.Module], cst.Module]
 
 
+class CodeMemo:
+    """The code of modules met in one fix round, by identity: each candidate fix of a
+    round compares its result with the round's module, whose codegen costs as much as
+    a parse of the file, so it is generated once per round, not once per fix."""
+
+    def __init__(self) -> None:
+        self._codes: dict[int, tuple[cst.Module, str]] = {}  # the module is kept: its id stays its own
+
+    def code(self, module: cst.Module) -> str:
+        hit = self._codes.get(id(module))
+        if hit is None or hit[0] is not module:
+            hit = self._codes[id(module)] = (module, module.code)
+        return hit[1]
+
+
 def replace(old: cst.CSTNode, new: cst.CSTNode) -> ModuleEdit:
     def apply(module: cst.Module) -> cst.Module:
         return module.deep_replace(old, new)
@@ -344,15 +359,16 @@ def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:
     Lines the user wrote are never reformatted."""
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    def apply(module: cst.Module) -> cst.Module:
+    def apply(module: cst.Module, memo: Optional[CodeMemo] = None) -> cst.Module:
+        memo = memo if memo is not None else CodeMemo()
         new = edit(module)
-        old_lines = module.code.splitlines()
+        old_lines = memo.code(module).splitlines()
         old_set = set(old_lines)
         # The file's own width, between black's 88 and 119: a file written to 100 columns
         # may get 100-column lines, never a 119-column one.
         width = max(limit, min(max((_code_length(line) for line in old_lines), default=0), 118))
         for _ in range(3):  # a split call's arguments may themselves be too long
-            new_lines = new.code.splitlines()
+            new_lines = memo.code(new).splitlines()
             long = {n for n, line in enumerate(new_lines, start=1) if line not in old_set and _code_length(line) > width}
             if not long:
                 break
@@ -372,6 +388,7 @@ def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:
             new = new.visit(_SplitCalls(targets))
         return new
 
+    apply.shares_codegen = True  # type: ignore[attr-defined]  # takes the fix round's CodeMemo
     return apply
 
 
