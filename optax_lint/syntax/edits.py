@@ -6,6 +6,8 @@ formatting included, is left exactly as the user wrote it.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Callable, Optional, Sequence
 
 import libcst as cst
@@ -32,9 +34,63 @@ class CodeMemo:
 
 def replace(old: cst.CSTNode, new: cst.CSTNode) -> ModuleEdit:
     def apply(module: cst.Module) -> cst.Module:
-        return module.deep_replace(old, new)
+        # (A statement replaced whole may become several: deep_replace cannot return those at its root.)
+        local = _in_statements(module, [old], lambda statement: new if statement is old else statement.deep_replace(old, new))
+        return local if local is not None else module.deep_replace(old, new)
 
     return apply
+
+
+def _in_statements(module: cst.Module, targets: Sequence[cst.CSTNode], edit: Callable) -> Optional[cst.Module]:
+    """`module` with `edit` applied to each top-level statement that holds one of
+    `targets` (its result may be a statement, a FlattenSentinel or a RemovalSentinel),
+    the other statements kept as they are; None when a target lies outside every
+    statement. libcst's own transforms rebuild every node of the module, which on a
+    large file costs more than its parse, once per fix."""
+    wanted = {id(node) for node in targets}
+    holding: list[int] = []
+    for index, statement in enumerate(module.body):
+        stack = [statement]
+        found = False
+        while stack:
+            current = stack.pop()
+            if id(current) in wanted:
+                wanted.discard(id(current))
+                found = True
+            stack.extend(_all_children(current))
+        if found:
+            holding.append(index)
+        if not wanted:
+            break
+    if wanted:
+        return None
+    body = list(module.body)
+    for index in reversed(holding):
+        result = edit(body[index])
+        if isinstance(result, cst.FlattenSentinel):
+            body[index:index + 1] = list(result.nodes)
+        elif isinstance(result, cst.RemovalSentinel):
+            del body[index]
+        else:
+            body[index] = result
+    return module.with_changes(body=body)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
+def _all_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every child node, whitespace and punctuation included (any of them may be a target)."""
+    out = []
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif type(value) is tuple or type(value) is list:
+            out.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return out
 
 
 def _trailing(comma) -> object:
@@ -288,7 +344,8 @@ def rewrite_nodes(edits: Sequence[tuple[cst.CSTNode, Callable]]) -> ModuleEdit:
     table = {id(node): (node, edit) for node, edit in edits}
 
     def apply(module: cst.Module) -> cst.Module:
-        return module.visit(_Rewriter(table))
+        local = _in_statements(module, [node for node, _ in table.values()], lambda statement: statement.visit(_Rewriter(table)))
+        return local if local is not None else module.visit(_Rewriter(table))
 
     return apply
 
