@@ -431,6 +431,72 @@ def test_fine_tune_from_a_config_that_loads_a_checkpoint(tmp_path):
     assert project_facts(tmp_path, {"plain.py": plain}, "plain.py").run_context.get("fine_tune") is None
 
 
+LM_MODEL = LINEN_HEAD + (
+    "class Block(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.MultiHeadDotProductAttention(2)(x, x)\n\n"
+    "class CausalLM(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return Block()(x)\n"
+)
+LM_LOAD = (
+    "from lm.model import CausalLM\n"
+    "def load_train_state(path, optim_getter):\n    model = CausalLM()\n    params = model.init(0, None)\n"
+    "    return (params, optim_getter(params)), model\n"
+)
+LM_TRAIN = (
+    "import optax\nfrom lm.load import load_train_state\n"
+    "def main():\n    train_state, model = load_train_state('ckpt', lambda p: optax.adamw(1e-5))\n"
+    "    for step in range(100):\n        train_state = train_step(train_state, step)\n"
+)
+
+
+def test_arch_of_a_model_a_project_helper_builds(tmp_path):
+    """`state, model = load_train_state(...)`: the model is built in the helper's module,
+    from a class of a third module; its layers decide, one hop into the helper. The
+    example sits two folders below the repository's top (setup.py), where the package
+    lives: imports resolve from there even when the run's root is the example's folder."""
+    files = {"setup.py": "", "lm/__init__.py": "", "lm/model.py": LM_MODEL, "lm/load.py": LM_LOAD, "examples/gpt/train.py": LM_TRAIN}
+    write(tmp_path / "marked", files)
+    path = tmp_path / "marked" / "examples" / "gpt" / "train.py"
+    text = path.read_text()
+    facts = ModuleFacts(cst.parse_module(text), str(path), root=str(path.parent), text=text)
+    entry = facts.run_context.get("arch")
+    assert entry.value == "transformer" and not entry.by_name
+    assert "built by load_train_state()" in entry.detail and entry.location.endswith("lm/model.py:" + str(
+        next(n for n, line in enumerate(LM_MODEL.splitlines(), 1) if "MultiHeadDotProductAttention" in line)))
+    # Without a marker above the example, the run's root bounds the reads: unknown.
+    bare = tmp_path / "bare"
+    write(bare, {k: v for k, v in files.items() if k != "setup.py"})
+    path = bare / "examples" / "gpt" / "train.py"
+    facts = ModuleFacts(cst.parse_module(path.read_text()), str(path), root=str(path.parent), text=path.read_text())
+    assert facts.run_context.get("arch") is None
+
+
+def test_arch_from_a_class_built_by_from_pretrained_and_names_that_are_not_models():
+    hf = "import optax\nfrom transformers import FlaxAutoModelForCausalLM\nmodel = FlaxAutoModelForCausalLM.from_pretrained('gpt2')\n"
+    entry = facts_of(hf).run_context.get("arch")
+    assert entry.value == "transformer" and entry.by_name and entry.confidence == "medium"
+    for helper in ("LlamaDataLoader(ds, 8)", "TransformerConfig(vocab_size=8)", "FlaxDataCollatorSpeechSeq2SeqWithPadding(p)", "GPT2Tokenizer.from_pretrained('gpt2')"):
+        name = helper.split("(")[0].split(".")[0]
+        f = facts_of(f"import optax\nfrom somewhere import {name}\nx = {helper}\ntx = optax.adam(1e-3)\n")
+        assert f.run_context.get("arch") is None, helper
+
+
+def test_arch_of_a_model_function_wrapped_or_called_as_its_forward_pass():
+    """A function from a module that is not read says what it is by its name only when
+    it is the model itself: the function hk.transform wraps, or its forward pass. A
+    library constructor bound to a name (a notebook may train several models) does not."""
+    wrapped = (
+        "import functools\nimport haiku as hk\nimport optax\nfrom lmpkg import transformer\n"
+        "model = hk.transform(functools.partial(transformer.transformer_decoder, config=None))\n"
+    )
+    entry = facts_of(wrapped).run_context.get("arch")
+    assert entry.value == "transformer" and entry.by_name and "transformer_decoder()" in entry.detail
+    forward = "import optax\nfrom llama_lib import forward_llama\ndef loss(params, x):\n    return forward_llama(params, x).mean()\n"
+    assert facts_of(forward).run_context.get("arch").value == "transformer"
+    built = "import optax\nfrom penzai_like import gemma_from_pretrained_checkpoint\ngemma_model = gemma_from_pretrained_checkpoint(ckpt)\n"
+    assert facts_of(built).run_context.get("arch") is None
+    loader = "import optax\nfrom llama_lib import load_llama_params\nparams = load_llama_params(path)\n"
+    assert facts_of(loader).run_context.get("arch") is None
+
+
 def test_arch_of_a_model_class_picked_by_name(tmp_path):
     """`getattr(models, config.model)`: every model class in the project module is a CNN,
     so the run trains a CNN (medium confidence); a module that mixes a CNN and a
@@ -692,3 +758,13 @@ def test_opx201_hand_clipping_counts_only_on_gradients():
     assert codes(base + "x = jnp.clip(images, 0.0, 1.0)\n") == ["OPX201"]  # data, not gradients
     assert codes(base + "grads = jax.tree.map(lambda g: jnp.clip(g, -1.0, 1.0), grads)\n") == []
     assert codes(base + "grads = clip_grads(g, 1.0)\n") == []
+
+
+def test_only_adapters_train_after_a_loraify_helper():
+    """penzai's LoRA recipe: the pretrained model frozen, then `loraify_*` swaps its
+    linear layers for adapters; only the adapters train."""
+    from optax_lint.facts.context.adapters import adapters_only
+
+    src = "import optax\nfrozen = freeze_params(model)\nlora_model = loraify_linears_in_selection(frozen, rank=4)\ntx = optax.adamw(5e-5)\n"
+    assert adapters_only(facts_of(src)) is not None
+    assert adapters_only(facts_of("import optax\nmodel = build_model()\ntx = optax.adamw(5e-5)\n")) is None

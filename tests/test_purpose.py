@@ -79,6 +79,22 @@ def test_a_trainer_known_by_name_is_a_weak_training_run() -> None:
     assert got.trains and got.weak
 
 
+def test_a_checkpoint_dict_of_the_state_is_not_the_step() -> None:
+    """`dict(opt_state=opt_state)` for a save comes first in the loop; the step known by
+    name is the call whose result rebinds the state, and the evidence names it."""
+    src = """
+    import optax
+    from utils import update_parameters, save
+    tx = optax.adam(1e-4)
+    for step in range(1000):
+        save(step, items=dict(params=params, opt_state=opt_state))
+        params, opt_state, loss = update_parameters(params=params, opt_state=opt_state, batch=step)
+    """
+    got = purpose_of(src)
+    assert got.trains and got.weak
+    assert "`update_parameters`" in got.evidence and "`dict`" not in got.evidence
+
+
 def test_no_loop_no_training_run() -> None:
     got = purpose_of(TRAIN)
     assert got.kind == kinds.NOT_STEPPED and not got.trains

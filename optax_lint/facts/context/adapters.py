@@ -1,5 +1,5 @@
 """Which parameters train: only low-rank adapters, when the file wraps its model with
-LoRA (`apply_lora_to_model(model, ...)`, peft's `get_peft_model`) or its optimizer
+LoRA (`apply_lora_to_model(model, ...)`, peft's `get_peft_model`, a `loraify_*` helper) or its optimizer
 trains only `nnx.LoRAParam` leaves (`nnx.Optimizer(model, tx, wrt=nnx.LoRAParam)`).
 
 An adapter is a pair of bias-free low-rank matrices: advice about biases and norm
@@ -15,7 +15,7 @@ import libcst as cst
 from optax_lint.facts.context.evidence import code_text, last_name
 
 # Calls that return the model wrapped with trainable adapters, the base frozen.
-_WRAPS = re.compile(r"^(apply_lora\w*|get_peft_model|\w*_lora_model|lora_wrap\w*)$", re.IGNORECASE)
+_WRAPS = re.compile(r"^(apply_lora\w*|get_peft_model|\w*_lora_model|lora_wrap\w*|loraify\w*)$", re.IGNORECASE)
 _ADAPTER_LEAVES = re.compile(r"(^|\.)LoRAParam$")
 
 

@@ -1,8 +1,10 @@
 """The architecture a file trains (the `arch` field): the layers its model classes
 build (flax.linen / nnx / haiku / equinox: attention -> transformer, Conv -> cnn,
-LSTM/GRU cells -> rnn, only Dense -> mlp), following classes used by classes and the
-project modules the file imports its model from; class names (Transformer, GPT, BERT,
-ViT, ResNet, ...) when no layer settles it."""
+LSTM/GRU cells -> rnn, only Dense -> mlp), following classes used by classes, the
+project modules the file imports its model from, and the project function that builds
+it (`state, model = load_train_state(...)`, one hop); class names (Transformer, GPT,
+BERT, ViT, ResNet, `...ForCausalLM`, ...) when no layer settles it, never the name of a
+tokenizer, config, collator or data loader."""
 
 from __future__ import annotations
 
@@ -38,7 +40,14 @@ _RNN = frozenset(
 _DENSE = frozenset({"Dense", "DenseGeneral", "Linear", "MLP", "Einsum", "LinearGeneral"})
 _WRAPPERS = frozenset({"partial", "remat", "checkpoint", "scan", "vmap", "jit", "Remat", "Scan", "Vmap", "transform", "without_apply_rng", "transform_with_state", "Sequential"})
 _NAME_ARCH = (
-    ("transformer", re.compile(r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Seq2Seq|Perceiver|Mixtral|Qwen|Attention")),
+    (
+        "transformer",
+        re.compile(
+            r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Seq2Seq|Perceiver|Mixtral|Qwen|Attention"
+            # Hugging Face's language-model heads and families: every one is a Transformer.
+            r"|ForCausalLM|ForMaskedLM|LMHeadModel|ForConditionalGeneration|Whisper|Wav2Vec2|Bart|Roberta|Electra|Bloom|Marian|Pegasus|Longformer"
+        ),
+    ),
     ("cnn", re.compile(r"ResNet|Resnet|CNN|ConvNet|Convnet|VGG|UNet|Unet|LeNet|AlexNet|Inception|MobileNet|EfficientNet|DenseNet|WideResNet|ConvNeXt")),
     ("rnn", re.compile(r"LSTM|GRU|RNN|Recurrent")),
 )
@@ -59,7 +68,14 @@ def _layer_arch(name: Optional[str]) -> Optional[str]:
     return None
 
 
+# Helpers named like a model family that are not models: a Seq2Seq data collator, a GPT
+# tokenizer, a BERT config or dataset says nothing about the layers trained.
+_NOT_A_MODEL = re.compile(r"Collator|Tokenizer|Config|Dataset|DataLoader|Processor|FeatureExtractor|Scheduler")
+
+
 def _name_arch(name: str) -> Optional[str]:
+    if _NOT_A_MODEL.search(name):
+        return None
     for arch, pattern in _NAME_ARCH:
         if pattern.search(name):
             return arch
@@ -84,6 +100,44 @@ class ClassModel:
     imports: list[tuple[str, cst.CSTNode]] = field(default_factory=list)  # imported callables it builds
 
 
+# Class methods that construct the class they are called on.
+_CLASS_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_pretrained"})
+_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)s?($|_)", re.IGNORECASE)
+
+
+# Wrappers that turn a function into a model (haiku).
+_TRANSFORMS = frozenset({"transform", "transform_with_state", "without_apply_rng", "multi_transform"})
+# A model family in a function's name: `forward_llama`, `init_gpt2`, `bert_encoder`.
+_FUNCTION_ARCH = re.compile(r"(^|_)(transformer|llama|gpt2?|gptj|bert|t5|vit|gemma|mistral|qwen|whisper)(_|$)")
+
+
+_FORWARD = re.compile(r"^(forward|apply|call)_")
+
+
+def _function_arch(name: str) -> Optional[str]:
+    if _NOT_A_MODEL.search(name) or re.search(r"(^|_)(tokeni[sz]e|collate|load|data|config)", name):
+        return None
+    return "transformer" if _FUNCTION_ARCH.search(name) else None
+
+
+def _inside_transform(record) -> bool:
+    parent = record.parent_call
+    if parent is None:
+        return False
+    func = parent.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+    return last in _TRANSFORMS
+
+
+def _binds_a_model(target) -> bool:
+    """`model = f(...)`, `state, model = f(...)`, `lm_model = ...`."""
+    if isinstance(target, cst.Name):
+        return bool(_MODEL_NAME.search(target.value))
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_a_model(element.value) for element in target.elements)
+    return False
+
+
 class ModelIndex:
     """Which layers each class of a module builds, and which classes the module code uses."""
 
@@ -93,6 +147,9 @@ class ModelIndex:
         self.direct: list[Signal] = []  # layers built outside any class
         self.used: list[tuple[str, cst.CSTNode, Scope]] = []  # module classes built outside classes
         self.used_imports: list[tuple[str, cst.CSTNode, Scope]] = []
+        # Imported functions whose result the code outside classes binds to a model name
+        # (`state, model = load_train_state(...)`): the model is built in their module.
+        self.model_helpers: list[tuple[str, cst.CSTNode, Scope, str]] = []
         for scope in facts.raw.scopes:
             if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and not _test_class(scope.node):
                 self.classes.setdefault(scope.name, ClassModel(scope.name, scope))
@@ -103,13 +160,37 @@ class ModelIndex:
                 model = None  # a test class, or a nested class of the same name
             self._note(record.node.func, record.scope, model, record.node)
             func = record.node.func
+            if model is None:
+                self._note_helper(func, record, "bound" if _binds_a_model(record.assigned_to) else None)
             last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
             if last in _WRAPPERS and record.node.args:
                 self._note(record.node.args[0].value, record.scope, model, record.node)
+                if model is None and (last in _TRANSFORMS or _inside_transform(record)):
+                    # `hk.transform(partial(transformer.decoder, config=c))`: a model function
+                    self._note_helper(record.node.args[0].value, record, "wrapped")
+
+    def _note_helper(self, expr: cst.BaseExpression, record, how: Optional[str]) -> None:
+        """An imported function (lower-case name) that builds the model: its result is
+        bound to a model name (`how` "bound"), it is the function a transform wraps
+        ("wrapped"), or its name says it is a model's forward pass (`forward_llama`)."""
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return
+        qual = qualified_name(expr, record.scope)
+        if not qual or qual.startswith(_LIBRARIES):
+            return
+        short = qual.rsplit(".", 1)[-1]
+        if not short[:1].islower():
+            return
+        if how is None and _function_arch(short) is not None and _FORWARD.match(short):
+            how = "forward"
+        if how is not None:
+            self.model_helpers.append((qual, record.node, record.scope, how))
 
     def _note(self, expr: cst.BaseExpression, scope: Scope, model: Optional[ClassModel], node: cst.CSTNode) -> None:
         if not isinstance(expr, (cst.Name, cst.Attribute)):
             return
+        if isinstance(expr, cst.Attribute) and expr.attr.value in _CLASS_CONSTRUCTORS:
+            expr = expr.value  # `FlaxGPT2LMHeadModel.from_pretrained(...)` builds the class
         facts = self.facts
         name = facts.canonical(expr, scope)
         arch = _layer_arch(name)
@@ -243,9 +324,15 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     if decided is None or decided[2] != "high":
         # Model code in the project modules the file imports it from.
         for qual, node in dict.fromkeys(imports):
-            more = _imported_model(inf, qual, node)
+            more = _imported_model(facts, qual, node)
             signals.extend(more)
             names.append(qual.rsplit(".", 1)[-1])
+        decided = _decide(signals, names)
+    if decided is None and not signals:
+        # The model is built by a project function the training code calls.
+        for qual, node, scope, how in index.model_helpers:
+            if keep(scope):
+                signals.extend(_helper_model(facts, qual, node, how))
         decided = _decide(signals, names)
     if decided is None and not signals:
         picked = _picked_by_name(inf)
@@ -266,8 +353,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location, by_name=signal.by_name)
 
 
-def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]:
-    facts = inf.facts
+def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     short = qual.rsplit(".", 1)[-1]
     project = facts.project
     found = project.module_of(qual, facts, [short])
@@ -280,12 +366,62 @@ def _imported_model(inf: Evidence, qual: str, node: cst.CSTNode) -> list[Signal]
             for name in reached:
                 arch = _name_arch(name)
                 if arch is not None:
-                    out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name} in {module.display_path}", by_name=True))
+                    out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name}", by_name=True))
             return [Signal(s.arch, s.origin, f"{s.label} ({module.display_path}, used as {short})", s.by_name) for s in out]
     arch = _name_arch(short)
     if arch is not None:
         return [Signal(arch, Origin(facts, node), f"{short} (imported model)", by_name=True)]
     return []
+
+
+def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]:
+    """The layers of the models a project function builds (`load_train_state` in
+    `lm/load.py` building `FlaxGPT2LMHeadModel` of `lm/model.py`): one hop, the
+    function's own body. A function whose body is not read says what it is by its name
+    only when it is the model itself: the function a transform wraps, or its forward
+    pass (`forward_llama`); a constructor from a library (`gemma_from_checkpoint`) may
+    build one of several models a notebook trains."""
+    short = qual.rsplit(".", 1)[-1]
+    found = facts.project.module_of(qual, facts, [short])
+    inside = None
+    if found is not None and len(found[1]) == 1:
+        module, (name,) = found
+        inside = _function_scope(module, name)
+    if inside is None:
+        arch = _function_arch(short) if how in ("wrapped", "forward") else None
+        return [Signal(arch, Origin(facts, node), f"{short}() (imported model function)", by_name=True)] if arch else []
+    index = module.model_index
+
+    def within(scope: Optional[Scope]) -> bool:
+        while scope is not None:
+            if scope is inside:
+                return True
+            scope = scope.parent
+        return False
+
+    out: list[Signal] = [s for s in index.direct if within(s.scope)]
+    for class_name, _, scope in index.used:
+        if within(scope):
+            found_signals, _, reached = index.closure(class_name)
+            out.extend(found_signals)
+            for reached_name in reached:
+                arch = _name_arch(reached_name)
+                if arch is not None:
+                    out.append(Signal(arch, Origin(module, index.classes[reached_name].scope.node), f"class {reached_name}", by_name=True))
+    for imported, node, scope in index.used_imports:
+        if within(scope):
+            out.extend(_imported_model(module, imported, node))
+    if not out and _function_arch(name) is not None:
+        out.append(Signal(_function_arch(name), Origin(module, inside.node), f"function {name}", by_name=True))
+    return [Signal(s.arch, s.origin, f"{s.label}, built by {short}()", s.by_name) for s in out]
+
+
+def _function_scope(module, name: str) -> Optional[Scope]:
+    """The scope of the module-level function `name` of `module`."""
+    for scope in module.raw.functions.values():
+        if scope.name == name and scope.parent is module.raw.module_scope:
+            return scope
+    return None
 
 
 def _picked_by_name(inf: Evidence) -> Optional[ContextValue]:

@@ -59,6 +59,9 @@ _STEP_NAME = re.compile(r"(^|_)(pre)?(train|update)(_|$)|^(p_)?(do_)?step(_fn)?$
 _NOT_A_STEP = re.compile(r"eval|test|predict|valid|infer|sample|metric|env|restore|save|log|summar|should|denoise", re.IGNORECASE)
 _STEPPER = re.compile(r"^(opt|optim|optimizer|tx|solver|updater|trainer|learner|train_state|state)(_\w*)?$", re.IGNORECASE)
 _OPT_STATE = re.compile(r"^(opt_state|optimizer_state|optim_state)$")
+# Builtins that hold the optimizer state (a checkpoint's `dict(opt_state=opt_state)`),
+# never step it.
+_CONTAINERS = frozenset({"dict", "list", "tuple", "print", "len", "isinstance", "getattr", "setattr", "id", "type", "repr", "str"})
 _TOY_STEPS = 1000
 _TOY_ELEMENTS = 4096
 
@@ -326,7 +329,7 @@ def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:
     by its names alone."""
     func = call.func
     name = last_name(func)
-    if _NOT_A_STEP.search(name) or _in_evaluation(scope):
+    if _NOT_A_STEP.search(name) or _in_evaluation(scope) or isinstance(func, cst.Name) and name in _CONTAINERS:
         return False
     handed_state = any(isinstance(arg.value, cst.Name) and _OPT_STATE.search(arg.value.value) for arg in call.args)
     if isinstance(func, cst.Attribute) and name in ("update", "step", "apply"):

@@ -527,7 +527,8 @@ def decay_in_project(facts, node: TxNode) -> Optional[bool]:
         return found
     from optax_lint.facts.project.evaluate import project_value
 
-    value = project_value(facts, node.args.expr("weight_decay"), node.scope)
+    expr = next((e for e in (node.args.expr(p) for p in ("weight_decay", "weight_decay_rate")) if e is not None), None)  # adafactor: _rate
+    value = project_value(facts, expr, node.scope)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value != 0
     return None

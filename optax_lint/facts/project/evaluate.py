@@ -190,6 +190,15 @@ class MlBuilder:
 # Evaluation
 
 
+# HfArgumentParser methods that return one instance per dataclass, in order.
+_HF_PARSES = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"})
+
+
+def _hf_parse(binding) -> bool:
+    value = binding.value
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _HF_PARSES and len(binding.index) == 1
+
+
 def _split_attribute(expr: cst.BaseExpression) -> tuple[Optional[cst.BaseExpression], list[str]]:
     names = []
     node = expr
@@ -332,6 +341,13 @@ class ConfigEvaluator(Evaluator):
             if qual in ("absl.flags", "flags") and names[:1] == ["FLAGS"]:
                 return self.flag_path(names[1:])
             return self.imported(qual, names, depth)
+        if len(bindings) > 1 and all(_hf_parse(b) for b in bindings):
+            # `if json: a, b = parser.parse_json_file(...) else: a, b = parser.parse_args_into_dataclasses()`:
+            # the same dataclass either way, whose default holds unless the run sets it.
+            found = [self.call_path(b.value, b, names, depth + 1) for b in bindings]
+            if all(isinstance(f, Found) for f in found):
+                return _agree(found, f"{root}.{'.'.join(names)}")
+            return next(f for f in found if not isinstance(f, Found))
         if len(bindings) != 1:
             return self.fallback(root, names) if _CONFIG_ROOT.search(root) else Unknown(f"'{root}' is assigned more than once")
         binding = bindings[0]
@@ -365,6 +381,8 @@ class ConfigEvaluator(Evaluator):
             if func.attr.value == "parse_known_args" and binding.index not in ((0,),):
                 return Unknown("parse_known_args extras")
             return self.argparse_path(names)
+        if isinstance(func, cst.Attribute) and func.attr.value in _HF_PARSES and len(binding.index) == 1:
+            return self.hf_dataclass_path(func.value, binding.index[0], scope, names, depth)
         if binding.index:
             return Unknown("unpacked from a call")
         if isinstance(func, (cst.Name, cst.Attribute)):
@@ -391,6 +409,28 @@ class ConfigEvaluator(Evaluator):
                 if len(values) == 1 and isinstance(values[0], (cst.Call, cst.Attribute, cst.Name)):
                     return self.path_of_value(values[0], fn, names, depth + 1)
         return Unknown("value of a call")
+
+    def hf_dataclass_path(self, parser: cst.BaseExpression, index: int, scope: Scope, names: list[str], depth: int):
+        """`model_args, data_args, training_args = parser.parse_args_into_dataclasses()`
+        with `parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))`:
+        the index-th dataclass, its field's default (what a run gets without the flag)."""
+        if not isinstance(parser, cst.Name):
+            return Unknown("an argument parser that is not a name")
+        _, bindings = lookup(parser.value, scope)
+        if len(bindings) != 1 or not isinstance(bindings[0].value, cst.Call) or bindings[0].index:
+            return Unknown(f"'{parser.value}' is not one HfArgumentParser")
+        call = bindings[0].value
+        if _split_attribute(call.func)[1][-1:] != ["HfArgumentParser"] and not (isinstance(call.func, cst.Name) and call.func.value == "HfArgumentParser"):
+            return Unknown(f"'{parser.value}' is not an HfArgumentParser")
+        if not call.args or not isinstance(call.args[0].value, (cst.Tuple, cst.List)):
+            return Unknown("HfArgumentParser of a non-literal tuple")
+        classes = call.args[0].value.elements
+        if index >= len(classes):
+            return Unknown("more targets than dataclasses")
+        info, _ = self.class_of(classes[index].value, bindings[0].scope)
+        if info is None:
+            return Unknown("an unknown dataclass")
+        return ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
 
     def path_of_value(self, value: cst.BaseExpression, scope: Scope, names: list[str], depth: int):
         """`names` looked up on the object `value` evaluates to (a helper's return value)."""

@@ -119,6 +119,25 @@ def _under(path: str, root: str) -> bool:
         return False
 
 
+# Files and folders that mark the top of a repository or package (where `import pkg`
+# resolves from).
+_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def _marked_root(folder: str, log) -> Optional[str]:
+    """The nearest folder at or above `folder` holding a project marker, or None."""
+    here = folder
+    while True:
+        for marker in _MARKERS:
+            path = os.path.join(here, marker)
+            if (readlog.isdir(path, log) or readlog.isfile(path, log)) if marker == ".git" else readlog.isfile(path, log):
+                return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
 class Project:
     """The files around one linted module that may be read, and the reads so far."""
 
@@ -131,13 +150,25 @@ class Project:
         self.file = module_file(facts, self.files)
         self.dir = os.path.dirname(self.file) if self.file else None
         root = os.path.abspath(facts.root) if getattr(facts, "root", None) else None
-        if self.file and root and _under(self.file, root):
-            self.root = root
-        else:
-            self.root = self.dir
+        self._given_root = root if self.file and root and _under(self.file, root) else self.dir
+        self._root: Optional[str] = None
         self.loaded: list[str] = []
         self._config_modules: Optional[list] = None
         self._imports: Optional[list] = None
+
+    @property
+    def root(self) -> Optional[str]:
+        """The folder imports resolve under: the run's root (its config's folder, else
+        the first path's folder), widened to the file's repository, the nearest folder
+        above it that holds a project marker, so that `examples/gpt2/train.py` run on
+        its own still reads the package its repository imports from. Found on the first
+        read across files: a file that reads none probes nothing."""
+        if self._root is None:
+            self._root = self._given_root
+            marked = _marked_root(self.dir, self.files.log) if self.dir else None
+            if marked is not None and self.file and _under(self.file, marked) and (self._root is None or len(marked) < len(self._root)):
+                self._root = marked
+        return self._root
 
     # -- files ------------------------------------------------------------
     def resolve(self, qualname: str, from_dir: Optional[str]) -> Optional[tuple[str, list[str]]]:
