@@ -768,3 +768,27 @@ def test_only_adapters_train_after_a_loraify_helper():
     src = "import optax\nfrozen = freeze_params(model)\nlora_model = loraify_linears_in_selection(frozen, rank=4)\ntx = optax.adamw(5e-5)\n"
     assert adapters_only(facts_of(src)) is not None
     assert adapters_only(facts_of("import optax\nmodel = build_model()\ntx = optax.adamw(5e-5)\n")) is None
+
+
+def test_arch_unknown_when_a_file_trains_several_models():
+    """A notebook that trains an MLP with adam, then a Transformer with adamw: the
+    Transformer's layers say nothing about the MLP's optimizer, so the file-wide
+    architecture is unknown (and --show-context says why); one model under several
+    optimizers (a sweep) is still one model."""
+    model = LINEN_HEAD + "class LM(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(2)(x)\n\n"
+    two = model + (
+        "mlp = build_mlp()\nlm = LM()\n"
+        "t1 = Trainer.build(model=mlp, optimizer_def=optax.adam(0.1))\n"
+        "t2 = Trainer.build(model=lm, optimizer_def=optax.adamw(5e-5))\n"
+    )
+    f = facts_of(two)
+    assert f.run_context.get("arch") is None
+    assert "`lm`, `mlp`" in f.run_context.note("arch")
+    sweep = model + (
+        "lm = LM()\nfor lr in (1e-4, 3e-4):\n"
+        "    t = Trainer.build(model=lm, optimizer_def=optax.adamw(lr))\n"
+        "tx = optax.adam(1e-3)\nt = Trainer.build(model=lm, optimizer_def=tx)\n"
+    )
+    assert value(facts_of(sweep), "arch") == "transformer"
+    cfg = "import optax\nfrom proj import LlamalikeTransformerConfig\ncfg = LlamalikeTransformerConfig(8)\n"
+    assert facts_of(cfg).run_context.get("arch") is None

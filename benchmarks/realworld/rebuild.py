@@ -3,7 +3,7 @@
 Nothing here imports or runs the code it copies: files are read with git plumbing
 (`git ls-tree`, `git cat-file`) from a clone of each repository at its pinned commit
 and written under `corpus/<owner>+<name>/`. Every Python file of a repository is
-copied, so that the config and model modules a training script imports are there to
+copied (with its pyproject.toml and setup.cfg files, which mark where imports resolve), so that the config and model modules a training script imports are there to
 be read across files, as in the repository itself; `corpus/files.txt` lists the files
 that import optax, which are the ones linted.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 OPTAX_IMPORT = re.compile(rb"^\s*(import optax|from optax)", re.M)
 MAX_BYTES = 4 * 1024 * 1024
+_MARKERS = ("pyproject.toml", "setup.cfg")
 
 
 def git(git_dir: Path, *args: str) -> bytes:
@@ -49,8 +50,9 @@ def clone(repo: str, commit: str, clones: Path) -> Path:
 
 
 def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
-    """Copy every .py file (and each .ipynb that imports optax) at `commit`; return the
-    optax-using ones, relative to `out`."""
+    """Copy every .py file (and each .ipynb that imports optax) at `commit`, and the
+    project markers (pyproject.toml, setup.cfg) that tell a checkout's top, where its
+    imports resolve from; return the optax-using files, relative to `out`."""
     listing = git(git_dir, "ls-tree", "-r", "-z", "--long", commit).split(b"\0")
     using = []
     for entry in listing:
@@ -59,12 +61,13 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         meta, _, name = entry.partition(b"\t")
         mode, kind, sha, size = meta.split()
         path = name.decode("utf-8", "surrogateescape")
-        if kind != b"blob" or mode == b"120000" or not path.endswith((".py", ".ipynb")):
+        marker = path.rsplit("/", 1)[-1] in _MARKERS
+        if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or marker):
             continue
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks
             continue
         data = git(git_dir, "cat-file", "blob", sha.decode())
-        optax = bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and b"import optax" in data)
+        optax = not marker and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and b"import optax" in data))
         if path.endswith(".ipynb") and not optax:
             continue
         target = out / path

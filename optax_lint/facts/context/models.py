@@ -14,7 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.context.evidence import Evidence
+from optax_lint.facts.context.evidence import Evidence, last_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.found import Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
@@ -304,7 +304,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     names: list[str] = []
     used = [
         name for name, _, scope in index.used
-        if keep(scope) and (index.closure(name)[0] or index.closure(name)[1] or _name_arch(name))
+        if keep(scope) and not _NOT_A_MODEL.search(name) and (index.closure(name)[0] or index.closure(name)[1] or _name_arch(name))
     ]
     # Model classes defined here but built elsewhere: only when nothing in this file
     # builds a class at all (else the training code's own model would have shown).
@@ -345,6 +345,10 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         else:
             inf.note("arch", "no model code (flax/nnx/haiku/equinox layers) in this file or the project modules it imports")
         return None
+    several = _several_models_trained(facts)
+    if several is not None:
+        inf.note("arch", f"{decided[1].label} is one model, but {several}: which one each optimizer trains is not known")
+        return None
     arch, signal, confidence = decided
     confidence = weaker(confidence, confidence_cap if signal.origin.facts is facts else "high")
     detail = signal.label
@@ -353,8 +357,50 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location, by_name=signal.by_name)
 
 
+# Keywords by which a trainer takes the model it trains with the optimizer.
+_MODEL_KEYWORDS = frozenset({"model", "module", "net", "network", "apply_fn", "policy"})
+
+
+def _several_models_trained(facts) -> Optional[str]:
+    """"optimizers are handed with different models (trainer(model=mlp, optimizer=adam),
+    trainer(model=gemma, optimizer=adamw))" when a file (a notebook, say) trains two
+    models with two optimizers; None otherwise. The file-wide architecture then belongs
+    to one of them, not to each."""
+    pipelines = facts.pipelines
+    if len(pipelines) < 2:
+        return None
+    by_call = {p.call: p for p in pipelines}
+    by_name = {p.name: p for p in pipelines if p.name}
+    pairs: dict[str, object] = {}
+    for record in facts.raw.calls:
+        call = record.node
+        pipeline, model = None, None
+        for index, arg in enumerate(call.args):
+            value = arg.value
+            if pipeline is None and (value in by_call or isinstance(value, cst.Name) and value.value in by_name):
+                pipeline = by_call.get(value) or by_name.get(getattr(value, "value", None))
+            elif arg.keyword is not None and arg.keyword.value in _MODEL_KEYWORDS or (
+                index == 0 and arg.keyword is None and last_name(call.func) == "Optimizer"
+            ):
+                root = value
+                while isinstance(root, cst.Attribute):  # `model.apply` -> model
+                    root = root.value
+                model = root.value if isinstance(root, cst.Name) else None
+        if pipeline is not None and model is not None:
+            known = pairs.get(model)
+            if known is not None and known is not pipeline:
+                continue  # one model, several optimizers (a sweep): not several models
+            pairs[model] = pipeline
+    if len(pairs) >= 2 and len({id(p) for p in pairs.values()}) >= 2:
+        names = sorted(pairs)[:3]
+        return "optimizers are handed with different models (" + ", ".join(f"`{n}`" for n in names) + ")"
+    return None
+
+
 def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     short = qual.rsplit(".", 1)[-1]
+    if _NOT_A_MODEL.search(short):
+        return []  # a config or data class names the model's family but builds no layer
     project = facts.project
     found = project.module_of(qual, facts, [short])
     if found is not None and len(found[1]) == 1:
