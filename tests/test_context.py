@@ -473,7 +473,7 @@ def test_arch_from_a_class_built_by_from_pretrained_and_names_that_are_not_model
     hf = "import optax\nfrom transformers import FlaxAutoModelForCausalLM\nmodel = FlaxAutoModelForCausalLM.from_pretrained('gpt2')\n"
     entry = facts_of(hf).run_context.get("arch")
     assert entry.value == "transformer" and entry.by_name and entry.confidence == "medium"
-    for helper in ("LlamaDataLoader(ds, 8)", "TransformerConfig(vocab_size=8)", "FlaxDataCollatorSpeechSeq2SeqWithPadding(p)", "GPT2Tokenizer.from_pretrained('gpt2')"):
+    for helper in ("LlamaDataLoader(ds, 8)", "TransformerConfig(vocab_size=8)", "GPT3Optimizer(lr=1e-4)", "FlaxDataCollatorSpeechSeq2SeqWithPadding(p)", "GPT2Tokenizer.from_pretrained('gpt2')"):
         name = helper.split("(")[0].split(".")[0]
         f = facts_of(f"import optax\nfrom somewhere import {name}\nx = {helper}\ntx = optax.adam(1e-3)\n")
         assert f.run_context.get("arch") is None, helper

@@ -69,8 +69,8 @@ def _layer_arch(name: Optional[str]) -> Optional[str]:
 
 
 # Helpers named like a model family that are not models: a Seq2Seq data collator, a GPT
-# tokenizer, a BERT config or dataset says nothing about the layers trained.
-_NOT_A_MODEL = re.compile(r"Collator|Tokenizer|Config|Dataset|DataLoader|Processor|FeatureExtractor|Scheduler")
+# tokenizer, a BERT config or dataset, a GPT3Optimizer says nothing about the layers trained.
+_NOT_A_MODEL = re.compile(r"Collator|Tokenizer|Config|Dataset|DataLoader|Processor|FeatureExtractor|Scheduler|Optimizer")
 
 
 def _name_arch(name: str) -> Optional[str]:
