@@ -792,3 +792,19 @@ def test_arch_unknown_when_a_file_trains_several_models():
     assert value(facts_of(sweep), "arch") == "transformer"
     cfg = "import optax\nfrom proj import LlamalikeTransformerConfig\ncfg = LlamalikeTransformerConfig(8)\n"
     assert facts_of(cfg).run_context.get("arch") is None
+
+
+def test_imported_classes_that_cannot_hold_layers_are_not_parsed(tmp_path):
+    """Reading a project module costs a libcst parse (~50x the read): a module whose text
+    defines the class but names no layer and no model-like class is judged from its text,
+    with the same answer the parse would give; so is a helper module without the
+    function."""
+    files = project_files.ProjectFiles()
+    f = project_facts(tmp_path, {
+        "rl_types.py": "from typing import NamedTuple\nclass Transition(NamedTuple):\n    obs: object\n    reward: float\n",
+        "models/__init__.py": "",
+        "models/lm.py": LM_MODEL,
+        "train.py": "import optax\nfrom rl_types import Transition\nfrom models.lm import CausalLM\nmodel = CausalLM()\nt = Transition(0, 1.0)\ntx = optax.adamw(1e-4)\n",
+    }, project_files=files)
+    assert value(f, "arch") == "transformer"
+    assert files.parses == 1  # models/lm.py only

@@ -13,6 +13,7 @@ import libcst as cst
 from optax_lint.facts.checkpoints.targets import anchors
 from optax_lint.facts.checkpoints.vocabulary import RESTORE_ARGS, SAVE_ARGS, orbax_member
 from optax_lint.syntax.arguments import call_arg_expr, param_arg
+from optax_lint.facts.project.files import defines_function
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -40,7 +41,7 @@ def helper_function(facts, record: CallRecord):
     project = facts.project
     if project.file is None:
         return None
-    found = project.module_of(qual, facts, _NEED)
+    found = project.module_of(qual, facts, _NEED, accept=defines_function)
     if found is None or len(found[1]) != 1:
         return None
     module, (name,) = found

@@ -16,6 +16,7 @@ import libcst as cst
 
 from optax_lint.facts.context.evidence import Evidence, last_name
 from optax_lint.facts.context.run_context import ContextValue
+from optax_lint.facts.project.files import defines_function
 from optax_lint.facts.project.found import Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.walker import Scope
@@ -402,7 +403,7 @@ def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     if _NOT_A_MODEL.search(short):
         return []  # a config or data class names the model's family but builds no layer
     project = facts.project
-    found = project.module_of(qual, facts, [short])
+    found = project.module_of(qual, facts, [short], accept=_may_build_layers)
     if found is not None and len(found[1]) == 1:
         module, rest = found
         index = module.model_index
@@ -420,6 +421,21 @@ def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     return []
 
 
+_LAYER_WORDS = re.compile(r"\b(" + "|".join(sorted(_ATTENTION | _CONV | _RNN | _DENSE)) + r")\b")
+_CLASS_NAMES = re.compile(r"^[ \t]*class[ \t]+(\w+)", re.M)
+
+
+def _may_build_layers(text: str, rest: list[str]) -> bool:
+    """Whether parsing the module could change what `_imported_model` finds for class
+    `rest[0]`: it must be defined there, and some layer's name or some class named like a
+    model must appear in the text; otherwise both the parse and the name fallback give
+    the same answer. Most imported callables are data types and helpers: this saves
+    their parse."""
+    if len(rest) != 1 or not re.search(rf"^[ \t]*class[ \t]+{re.escape(rest[0])}\b", text, re.M):
+        return False
+    return bool(_LAYER_WORDS.search(text)) or any(_name_arch(name) for name in _CLASS_NAMES.findall(text))
+
+
 def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]:
     """The layers of the models a project function builds (`load_train_state` in
     `lm/load.py` building `FlaxGPT2LMHeadModel` of `lm/model.py`): one hop, the
@@ -428,7 +444,7 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]
     pass (`forward_llama`); a constructor from a library (`gemma_from_checkpoint`) may
     build one of several models a notebook trains."""
     short = qual.rsplit(".", 1)[-1]
-    found = facts.project.module_of(qual, facts, [short])
+    found = facts.project.module_of(qual, facts, [short], accept=defines_function)
     inside = None
     if found is not None and len(found[1]) == 1:
         module, (name,) = found
