@@ -117,7 +117,7 @@ def _init_loader(facts):
     constructs a checkpoint loader (`init_transform=LoadCheckpoint(path=...)`), in this
     file or a project module it imports; None when there is none."""
     project = facts.project
-    modules = [facts] + (project.imported_modules(("Load", "load_", "restore_")) if project.file else [])
+    modules = [facts] + (project.imported_modules(("Load", "load_", "restore_"), _may_hold_init_loader) if project.file else [])
     for module in modules:
         for record in module.raw.calls:
             callee = last_name(record.node.func)
@@ -127,6 +127,15 @@ def _init_loader(facts):
             if field_name is not None and _INIT_FIELD.search(field_name):
                 return module, record.node, field_name
     return None
+
+
+_LOADER_CALL = re.compile(r"\b(Load\w*(Checkpoint|Pretrained|Params|Weights)|(load|restore)_\w*(checkpoint|pretrained|params|weights))\s*\(")
+_INIT_WORD = re.compile(r"\b(init_|initiali[sz])", re.IGNORECASE)
+
+
+def _may_hold_init_loader(text: str, rest: list[str]) -> bool:
+    """A text check before the parse: a loader call and an `init_*` name must appear."""
+    return _LOADER_CALL.search(text) is not None and _INIT_WORD.search(text) is not None
 
 
 def _field_holding(module, record) -> Optional[str]:

@@ -265,11 +265,12 @@ class Project:
             self._imports = out
         return self._imports
 
-    def imported_modules(self, need: Iterable[str] = ()) -> list:
-        """Parsed project modules the file imports (those whose text mentions `need`)."""
+    def imported_modules(self, need: Iterable[str] = (), accept: Optional[Callable[[str, list[str]], bool]] = None) -> list:
+        """Parsed project modules the file imports (those whose text mentions `need` and
+        passes `accept`)."""
         out = []
         for path in self.imported_paths():
-            module = self.load(path, need)
+            module = self.load(path, need, accept)
             if module is not None:
                 out.append(module)
         return out
