@@ -48,3 +48,29 @@ def test_a_target_outside_every_statement_falls_back_to_the_whole_module() -> No
     module = cst.parse_module(TEXT)
     replaced = module.with_changes(footer=[cst.EmptyLine(comment=cst.Comment("# end"))])
     assert edits.rewrite_nodes([(module, lambda _: replaced)])(module).code == TEXT + "# end\n"
+
+
+def test_the_round_memo_puts_code_together_from_statements_generated_once() -> None:
+    """A candidate fix changes one statement: the memo generates that statement's code
+    and reuses the others', and the text is the module's own codegen, byte for byte
+    (CRLF, tabs, comments in the header and footer, no trailing newline)."""
+    for text in (TEXT, "# head\n\nx = 1\r\ny = 2\r\n# tail\r\n", "def f():\n\tpass\n", "x = 1", ""):
+        module = cst.parse_module(text)
+        assert edits.CodeMemo().code(module) == module.code == text
+    module = cst.parse_module(TEXT)
+    memo = edits.CodeMemo()
+    memo.code(module)
+    old = _call(module, "sgd")
+    new_module = edits.replace(old, old.with_changes(func=old.func.with_changes(attr=cst.Name("adam"))))(module, memo)
+    generated = []
+    original = cst.Module.code_for_node
+    cst.Module.code_for_node = lambda self, node: generated.append(node) or original(self, node)  # type: ignore[method-assign]
+    try:
+        code = memo.code(new_module)
+    finally:
+        cst.Module.code_for_node = original  # type: ignore[method-assign]
+    assert code == TEXT.replace("sgd(", "adam(")
+    assert generated == [new_module.body[2]]  # only the changed statement
+    # Every candidate of the round asks which statement holds its node: one walk.
+    owners = memo.owners(module)
+    assert owners is memo.owners(module) and owners.of(old) == 2 and owners.mapped == 3

@@ -18,54 +18,96 @@ ModuleEdit = Callable[[cst.Module], cst.Module]
 
 
 class CodeMemo:
-    """The code of modules met in one fix round, by identity: each candidate fix of a
-    round compares its result with the round's module, whose codegen costs as much as
-    a parse of the file, so it is generated once per round, not once per fix."""
+    """What one fix round computes about its modules, by identity: their code and which
+    top-level statement holds a node. Each candidate fix of a round compares its result
+    with the round's module; a module's code is put together from its statements' code,
+    each generated once, so a candidate that changed one statement of a large file costs
+    that statement's codegen, not the file's (libcst's codegen of a module costs about as
+    much as its parse)."""
 
     def __init__(self) -> None:
         self._codes: dict[int, tuple[cst.Module, str]] = {}  # the module is kept: its id stays its own
+        self._statements: dict[int, tuple[cst.CSTNode, str]] = {}
+        self._owners: Optional[_Owners] = None
 
     def code(self, module: cst.Module) -> str:
         hit = self._codes.get(id(module))
         if hit is None or hit[0] is not module:
-            hit = self._codes[id(module)] = (module, module.code)
+            hit = self._codes[id(module)] = (module, self._assemble(module))
         return hit[1]
+
+    def _assemble(self, module: cst.Module) -> str:
+        """`module.code`, from the statements' cached code (Module._codegen_impl: header,
+        body, footer; a module without its trailing newline is generated whole)."""
+        if not module.has_trailing_newline or not module.body:
+            return module.code
+        parts = [module.code_for_node(line) for line in module.header]
+        key_format = (module.default_indent, module.default_newline)
+        for statement in module.body:
+            hit = self._statements.get(id(statement))
+            if hit is None or hit[0] is not statement or hit[1][0] != key_format:
+                hit = self._statements[id(statement)] = (statement, (key_format, module.code_for_node(statement)))
+            parts.append(hit[1][1])
+        parts.extend(module.code_for_node(line) for line in module.footer)
+        return "".join(parts)
+
+    def owners(self, module: cst.Module) -> "_Owners":
+        if self._owners is None or self._owners.module is not module:
+            self._owners = _Owners(module)
+        return self._owners
+
+
+class _Owners:
+    """Which top-level statement of `module` holds a node: the statements are walked one
+    at a time, in order, only until the node is found, and remembered for the next
+    question about the same module (every candidate fix of a round asks)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.owner: dict[int, int] = {}
+        self.mapped = 0
+
+    def of(self, node: cst.CSTNode) -> Optional[int]:
+        key = id(node)
+        found = self.owner.get(key)
+        body = self.module.body
+        while found is None and self.mapped < len(body):
+            index = self.mapped
+            stack = [body[index]]
+            while stack:
+                current = stack.pop()
+                self.owner[id(current)] = index
+                stack.extend(_all_children(current))
+            self.mapped += 1
+            found = self.owner.get(key)
+        return found
 
 
 def replace(old: cst.CSTNode, new: cst.CSTNode) -> ModuleEdit:
-    def apply(module: cst.Module) -> cst.Module:
+    def apply(module: cst.Module, memo: Optional[CodeMemo] = None) -> cst.Module:
         # (A statement replaced whole may become several: deep_replace cannot return those at its root.)
-        local = _in_statements(module, [old], lambda statement: new if statement is old else statement.deep_replace(old, new))
+        local = _in_statements(module, [old], lambda statement: new if statement is old else statement.deep_replace(old, new), memo)
         return local if local is not None else module.deep_replace(old, new)
 
+    apply.shares_codegen = True  # type: ignore[attr-defined]
     return apply
 
 
-def _in_statements(module: cst.Module, targets: Sequence[cst.CSTNode], edit: Callable) -> Optional[cst.Module]:
+def _in_statements(module: cst.Module, targets: Sequence[cst.CSTNode], edit: Callable, memo: Optional[CodeMemo] = None) -> Optional[cst.Module]:
     """`module` with `edit` applied to each top-level statement that holds one of
     `targets` (its result may be a statement, a FlattenSentinel or a RemovalSentinel),
     the other statements kept as they are; None when a target lies outside every
     statement. libcst's own transforms rebuild every node of the module, which on a
     large file costs more than its parse, once per fix."""
-    wanted = {id(node) for node in targets}
-    holding: list[int] = []
-    for index, statement in enumerate(module.body):
-        stack = [statement]
-        found = False
-        while stack:
-            current = stack.pop()
-            if id(current) in wanted:
-                wanted.discard(id(current))
-                found = True
-            stack.extend(_all_children(current))
-        if found:
-            holding.append(index)
-        if not wanted:
-            break
-    if wanted:
-        return None
+    owners = memo.owners(module) if memo is not None else _Owners(module)
+    holding: set[int] = set()
+    for node in targets:
+        index = owners.of(node)
+        if index is None:
+            return None
+        holding.add(index)
     body = list(module.body)
-    for index in reversed(holding):
+    for index in sorted(holding, reverse=True):
         result = edit(body[index])
         if isinstance(result, cst.FlattenSentinel):
             body[index:index + 1] = list(result.nodes)
@@ -343,10 +385,11 @@ def rewrite_nodes(edits: Sequence[tuple[cst.CSTNode, Callable]]) -> ModuleEdit:
     be a FlattenSentinel for statements); nested edits compose."""
     table = {id(node): (node, edit) for node, edit in edits}
 
-    def apply(module: cst.Module) -> cst.Module:
-        local = _in_statements(module, [node for node, _ in table.values()], lambda statement: statement.visit(_Rewriter(table)))
+    def apply(module: cst.Module, memo: Optional[CodeMemo] = None) -> cst.Module:
+        local = _in_statements(module, [node for node, _ in table.values()], lambda statement: statement.visit(_Rewriter(table)), memo)
         return local if local is not None else module.visit(_Rewriter(table))
 
+    apply.shares_codegen = True  # type: ignore[attr-defined]
     return apply
 
 
@@ -418,7 +461,7 @@ def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:
 
     def apply(module: cst.Module, memo: Optional[CodeMemo] = None) -> cst.Module:
         memo = memo if memo is not None else CodeMemo()
-        new = edit(module)
+        new = edit(module, memo) if getattr(edit, "shares_codegen", False) else edit(module)
         old_lines = memo.code(module).splitlines()
         old_set = set(old_lines)
         # The file's own width, between black's 88 and 119: a file written to 100 columns
