@@ -155,6 +155,31 @@ def test_a_fix_only_libcst_refuses_is_dropped_and_the_others_still_apply(monkeyp
     assert run.applied == 4
 
 
+def test_a_fix_cpython_refuses_only_in_the_whole_file_is_dropped(monkeypatch) -> None:
+    """Each fix is checked by CPython on the top-level statements it changed (each is
+    syntax on its own); the round's combined text is checked whole, so a fix that is
+    wrong only in its file's context (a statement put before `from __future__`) is
+    still dropped, and the others apply."""
+    fixture = REPO / "fixtures" / "OPX701" / "bad_legacy_optax_names.py"
+    text = fixture.read_text(encoding="utf-8")
+    expected = fixture.with_suffix(".fixed.py").read_text(encoding="utf-8")
+    refused_fix = "optax.tree.norm(grads)"
+    cpython_parse = engine.cpython_parse
+    seen = []
+
+    def picky(source, path):
+        seen.append(len(source))
+        if refused_fix in source and "import optax" in source:  # the whole file, not the statement
+            return None, object(), False
+        return cpython_parse(source, path)
+
+    monkeypatch.setattr(engine, "cpython_parse", picky)
+    run = engine.fix_text(text, str(fixture), {"OPX701"})
+    assert run.text == expected.replace(refused_fix, "optax.global_norm(grads)")
+    assert [(f.code, f.span.line) for f in run.dropped] == [("OPX701", 57)]
+    assert min(seen) < len(text) / 4  # candidates were judged on their statements
+
+
 @pytest.mark.parametrize(
     "old, new",
     [("", "x"), ("x", ""), ("abc", "abc"), ("aaa", "aa"), ("aa", "aaa"), ("abcabc", "abc"), ("a = 1\nb = 2\n", "a = 1\nc = 2\n"),

@@ -252,11 +252,13 @@ def fix_text(
             if new_code == current:
                 continue
             try:
-                # CPython's parse (~0.1x libcst's) judges each fix alone; libcst's judges
-                # the round's combined text below, and each fix alone only when that fails.
+                # CPython's parse (~0.1x libcst's) judges each fix alone, on the top-level
+                # statements it changed (each is syntax on its own: a whole-file parse per
+                # candidate made --fix quadratic); libcst's and CPython's judge the round's
+                # combined text below, and each fix alone only when that fails.
                 if not cpython_ok:
                     cst.parse_module(new_code)
-                elif check(new_code)[1] is not None:
+                elif not _statements_parse(memo, module, new_module, new_code, check, path):
                     raise SyntaxError("the fixed code does not parse with CPython")
             except Exception:
                 drop(finding)
@@ -275,10 +277,12 @@ def fix_text(
             break
         combined = _apply_edits(current, chosen)
         # One fix that libcst already judged alone needs no second look.
-        if (cpython_ok or len(chosen) > 1) and not _parses(combined, cpython_ok and len(chosen) > 1, check):
+        if (cpython_ok or len(chosen) > 1) and not _parses(combined, cpython_ok, check):
             if cpython_ok:
-                # Each fix was checked by CPython only: find the ones libcst refuses alone.
-                alone = [edit for edit in chosen if _parses(_apply_edits(current, [edit]), False, check)]
+                # Each fix was checked by CPython on its statements only: find the ones
+                # refused alone, by libcst or by CPython on the whole text (a statement
+                # put before a `from __future__` import is syntax only on its own).
+                alone = [edit for edit in chosen if _parses(_apply_edits(current, [edit]), True, check)]
                 for edit in chosen:
                     if edit not in alone:
                         drop(owners[id(edit)])
@@ -305,6 +309,15 @@ def _apply_fix(finding: Finding, module: cst.Module, memo: CodeMemo) -> cst.Modu
     if getattr(apply, "shares_codegen", False):
         return apply(module, memo)  # a reflowed edit (every rule's fix) shares the round's codegen
     return apply(module)
+
+
+def _statements_parse(memo: CodeMemo, module: cst.Module, new_module: cst.Module, new_code: str, check: Callable, path: str) -> bool:
+    """CPython accepts the top-level statements a candidate fix changed (all of them when
+    the fix rebuilt the module)."""
+    changed = memo.changed_code(module, new_module)
+    if not changed and new_module.body and len(new_module.body) != len(module.body):
+        return check(new_code)[1] is None  # a statement removed: judge the whole text
+    return all(cpython_parse(code, path)[1] is None for code in changed)
 
 
 def _parses(text: str, with_cpython: bool, check: Callable) -> bool:

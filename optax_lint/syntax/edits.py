@@ -51,6 +51,13 @@ class CodeMemo:
         parts.extend(module.code_for_node(line) for line in module.footer)
         return "".join(parts)
 
+    def changed_code(self, old: cst.Module, new: cst.Module) -> list[str]:
+        """The code of each top-level statement of `new` that is not one of `old`'s (a
+        candidate fix's statements; `code(new)` generated them already)."""
+        kept = {id(statement) for statement in old.body}
+        self.code(new)
+        return [self._statements[id(s)][1][1] for s in new.body if id(s) not in kept and id(s) in self._statements]
+
     def owners(self, module: cst.Module) -> "_Owners":
         if self._owners is None or self._owners.module is not module:
             self._owners = _Owners(module)
