@@ -38,7 +38,7 @@ from optax_lint.facts.checkpoints.vocabulary import (
     FLAX_CKPT_SAVES,
     NUMPY_LOADS,
     NUMPY_SAVES,
-    OPT_NAMES,  # noqa: F401
+    OPT_NAMES,
     ORBAX,
     ORBAX_OBJECTS,
     OTHER_ARGS,
@@ -83,7 +83,7 @@ class CheckpointFacts(PayloadClassifier):
     def has_optimizer(self) -> bool:
         """The module trains something with an optimizer (so there is state to lose)."""
         facts = self.facts
-        if facts.update_sites or facts.consumers:
+        if facts.consumers or any(self._steps_an_optimizer(site) for site in facts.update_sites):
             return True
         for record in self.raw.calls:
             func = record.node.func
@@ -92,6 +92,19 @@ class CheckpointFacts(PayloadClassifier):
             if self.is_train_state_create(record.node, record.scope):
                 return True
         return False
+
+    def _steps_an_optimizer(self, site) -> bool:
+        """An update site that is an optimizer's: `apply_gradients`, `apply_updates`, or
+        `x.update(...)` whose receiver is an optimizer built here, that is handed an
+        optimizer state, or in a file that imports optax; an RL agent's `agent.update(traj,
+        obs, state)` in a runner that never touches optax is not (its optimizer, and the
+        state to lose, live in another module)."""
+        if site.kind != "update" or site.pipeline is not None:
+            return True
+        if any(isinstance(arg.value, cst.Name) and arg.value.value in OPT_NAMES for arg in site.call.args):
+            return True
+        return any(b.kind == "import" and (b.qualname or "").split(".")[0] == "optax"
+                   for bindings in self.raw.module_scope.bindings.values() for b in bindings)
 
     # -- collection -----------------------------------------------------------
     def _collect(self) -> None:
