@@ -9,7 +9,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from optax_lint.syntax.positions import Positions
-from optax_lint.syntax.walker import walk
+from optax_lint.syntax.walker import collect, walk
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(p for p in (ROOT / "fixtures").glob("OPX1*/*.py") if not p.name.endswith(".fixed.py"))[:12]
@@ -102,6 +102,29 @@ def test_local_positions_match_provider(text: str) -> None:
                 checked += 1
     assert checked > 5
     assert positions._full is None  # never fell back to the whole-module provider
+
+
+@pytest.mark.parametrize("text", [TRICKY, NESTED, NESTED.replace("  ", "\t")] + [p.read_text() for p in SAMPLES])
+def test_calls_placed_through_the_walkers_records_match_provider(text: str) -> None:
+    """With the walker's records, a call, its callee and its arguments in a statement
+    line, and a statement itself, are placed without walking the statements before
+    them; every other node (calls in a header, a one-line suite, a decorator; an `if`)
+    still takes the walk. Asked first, on a fresh Positions, so the shortcut is what
+    answers."""
+    module = cst.parse_module(text)
+    expected = _expected(module)
+    raw = collect(module)
+    positions = Positions(module, text, raw=raw)
+    nodes = [n for r in raw.calls for n in (r.node, r.node.func, *(a.value for a in r.node.args))]
+    nodes += [n for stmt in module.body for n in walk(stmt) if isinstance(n, cst.BaseStatement)]
+    for node in reversed(nodes):  # the last statements first: a walk would map everything before
+        rng = expected[node]
+        span = positions.span(node)
+        assert (span.line, span.column, span.end_line, span.end_column) == (
+            rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1
+        ), cst.Module([]).code_for_node(node)[:60]
+    assert positions._recorded_lines(), "no call was placed through the records"
+    assert positions._full is None
 
 
 def test_fallback_when_ast_cannot_parse() -> None:

@@ -85,7 +85,7 @@ def run_rules(
         return [meta_finding(INTERNAL_ERROR, path, "gave up: the file is too deeply nested to analyse")], 1
     except Exception as exc:  # the shared extraction failing must not stop the run
         return [meta_finding(INTERNAL_ERROR, path, _internal_message("while extracting facts", exc, show_traceback))], 1
-    positions = Positions(module, text, tree)
+    positions = Positions(module, text, tree, raw=facts.raw)
     facts.positions = positions  # shared with the run context's locations (still lazy)
     findings: list[Finding] = []
     internal = 0

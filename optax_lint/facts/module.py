@@ -252,7 +252,7 @@ class ModuleFacts:
     def source_positions(self) -> Positions:
         """Positions of this file's nodes: the engine's when it set them, else built here
         (a project module read for the context)."""
-        return self.positions if self.positions is not None else Positions(self.module, self.text)
+        return self.positions if self.positions is not None else Positions(self.module, self.text, raw=self.raw)
 
     @functools.cached_property
     def intended_blocks(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

@@ -27,10 +27,14 @@ class Positions:
     """`tree`: CPython's parse of `text` when the caller has it (the engine's syntax
     check made it), else parsed here on first need."""
 
-    def __init__(self, module: cst.Module, text: Optional[str] = None, tree: Optional[ast.Module] = None) -> None:
+    def __init__(self, module: cst.Module, text: Optional[str] = None, tree: Optional[ast.Module] = None,
+                 raw=None) -> None:
         self.module = module
         self.text = text
         self._tree = tree
+        self._raw = raw  # the walker's RawFacts of `module`: where its calls sit (a shortcut)
+        self._lines: Optional[dict[int, tuple[cst.SimpleStatementLine, int]]] = None
+        self._tops: Optional[dict[int, int]] = None
         self._full: Optional[dict] = None
         self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
         self._starts: Optional[list[int]] = None  # first code line of each top-level statement
@@ -80,6 +84,39 @@ class Positions:
         self._starts = starts
         return starts
 
+    def _top_index(self) -> dict[int, int]:
+        if self._tops is None:
+            self._tops = {id(stmt): i for i, stmt in enumerate(self.module.body)}
+        return self._tops
+
+    def _recorded_lines(self) -> dict[int, tuple[cst.SimpleStatementLine, int]]:
+        """id(node) -> (its statement line, top-level index) for the calls the walker
+        recorded, their callees and their arguments (most reported nodes), when the call
+        sits in a statement line: one pass over the calls instead of a walk over every
+        node before the reported one. The line's top-level statement comes from the
+        walker's statement parents; a chain that does not reach the module is left out."""
+        if self._lines is None:
+            self._lines = {}
+            raw = self._raw
+            if raw is not None and raw.module is self.module:
+                top_index = self._top_index()
+                parents = raw.parent_stmt
+                tops: dict[int, Optional[int]] = {}
+                for record in raw.calls:
+                    line = record.statement
+                    if type(line) is not cst.SimpleStatementLine:
+                        continue
+                    index = tops.get(id(line), -1)
+                    if index == -1:
+                        index = tops[id(line)] = _top_of(line, parents, top_index)
+                    if index is None:
+                        continue
+                    call = record.node
+                    self._lines[id(call)] = self._lines[id(call.func)] = (line, index)
+                    for arg in call.args:
+                        self._lines[id(arg.value)] = (line, index)
+        return self._lines
+
     def _owner_of(self, node: cst.CSTNode) -> Optional[int]:
         """Index of the top-level statement holding `node`. Statements are mapped one at
         a time, in order, only until the node is found; each node also records its
@@ -89,6 +126,20 @@ class Positions:
             self._mapped = 0
         key = id(node)
         found = self._owner.get(key)
+        if found is None:
+            recorded = self._recorded_lines().get(key)
+            if recorded is not None:
+                line, index = recorded
+                self._simple[key] = line
+                return index
+            if type(node) in _OWN_STATEMENTS and self._raw is not None and self._raw.module is self.module:
+                # A statement (a `with` block, a def) is its own innermost statement; the
+                # walker's statement parents lead to its top-level one. (`if` is left to
+                # the walk: an `elif` belongs to the statement above it.)
+                index = _top_of(node, self._raw.parent_stmt, self._top_index())
+                if index is not None:
+                    self._simple[key] = node
+                    return index
         body = self.module.body
         while found is None and self._mapped < len(body):
             index = self._mapped
@@ -192,6 +243,20 @@ class Positions:
 
 
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_OWN_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef, cst.With, cst.For, cst.While, cst.Try})
+
+
+def _top_of(stmt: cst.CSTNode, parents: dict, top_index: dict[int, int]) -> Optional[int]:
+    """Index of the top-level statement above `stmt`, through the walker's statement
+    parents; None when the chain breaks."""
+    for _ in range(1000):
+        index = top_index.get(id(stmt))
+        if index is not None and stmt is not None:
+            return index
+        stmt = parents.get(stmt)
+        if stmt is None:
+            return None
+    return None
 
 
 def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) -> bool:
