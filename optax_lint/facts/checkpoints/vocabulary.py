@@ -9,6 +9,9 @@ from typing import Optional
 
 ORBAX = "orbax.checkpoint"
 _V1 = re.compile(r"^orbax\.checkpoint\.(experimental\.)?v1(\.|$)")
+# Multi-tier (emergency) checkpointing: its managers share v0's class name, not its
+# constructor (`(local_directory, persistent_directory, global_mesh, abstract_state)`).
+_EMERGENCY = re.compile(r"^orbax\.checkpoint\.experimental\.emergency(\.|$)")
 
 # orbax classes that save or restore, by the last component of their qualified name.
 ORBAX_OBJECTS = {
@@ -74,10 +77,13 @@ def orbax_member(qualname: Optional[str]) -> Optional[str]:
     """'orbax.checkpoint.args.StandardSave' -> 'StandardSave'; None outside orbax, and
     in orbax's v1 API (`orbax.checkpoint.v1`, `...experimental.v1`), whose classes share
     v0's names but not its call forms (v1's `training.Checkpointer.save(step, tree)` is
-    current): v1 is not modelled, so it is neither a save site nor a legacy call."""
+    current): v1 is not modelled, so it is neither a save site nor a legacy call. Nor
+    are the emergency (multi-tier) managers of `orbax.checkpoint.experimental.emergency`,
+    whose constructors take a mesh and an abstract state where v0's took Checkpointers;
+    their saves still count through the `ocp.args` they are given."""
     if qualname is None or not (qualname == ORBAX or qualname.startswith(ORBAX + ".")):
         return None
-    if _V1.search(qualname):
+    if _V1.search(qualname) or _EMERGENCY.search(qualname):
         return None
     return qualname.rsplit(".", 1)[-1]
 
