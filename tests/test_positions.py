@@ -80,11 +80,35 @@ class Trainer:
 '''
 
 
+# Defs and classes whose last line holds non-ASCII text: CPython's end column counts
+# UTF-8 bytes, libcst's characters (a def reported whole is placed from CPython's tree).
+UNICODE_DEFS = '''\
+import optax
+
+
+@decorator(
+    "ß",
+)
+def label(p):
+    return "décroissance"  # ü
+
+
+class Ünïcode:
+    def make(self):
+        if self:
+            def inner():
+                return optax.adam(1e-3), "naïve"
+            return inner
+tail = "ä"
+'''
+
+
 def _expected(module):
     return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
-@pytest.mark.parametrize("text", [TRICKY, TRICKY.replace("\n", "\r\n"), NESTED, NESTED.replace("  ", "\t")]
+@pytest.mark.parametrize("text", [TRICKY, TRICKY.replace("\n", "\r\n"), NESTED, NESTED.replace("  ", "\t"),
+                                  UNICODE_DEFS, UNICODE_DEFS.replace("\n", "\r")]
                          + [p.read_text() for p in SAMPLES])
 def test_local_positions_match_provider(text: str) -> None:
     module = cst.parse_module(text)

@@ -13,6 +13,7 @@ statement) falls back to resolving the whole module once.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 import libcst as cst
@@ -35,6 +36,8 @@ class Positions:
         self._raw = raw  # the walker's RawFacts of `module`: where its calls sit (a shortcut)
         self._lines: Optional[dict[int, tuple[cst.SimpleStatementLine, int]]] = None
         self._tops: Optional[dict[int, int]] = None
+        self._top_ast: list[ast.stmt] = []  # CPython's statement paired with each top-level one
+        self._source_lines: Optional[list[str]] = None
         self._full: Optional[dict] = None
         self._owner: Optional[dict[int, int]] = None  # id(node) -> top-level statement index
         self._starts: Optional[list[int]] = None  # first code line of each top-level statement
@@ -72,16 +75,19 @@ class Positions:
             return None
         body = tree.body
         starts = []
+        paired: list[ast.stmt] = []
         cursor = 0
         for stmt in self.module.body:
             count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
             if cursor + count > len(body):
                 return None
             starts.append(first_line(body[cursor]))
+            paired.append(body[cursor])
             cursor += count
         if cursor != len(body):
             return None
         self._starts = starts
+        self._top_ast = paired
         return starts
 
     def _top_index(self) -> dict[int, int]:
@@ -200,7 +206,7 @@ class Positions:
         where = (self._simple_lines(index) or {}).get(id(line))
         if where is None:
             return None
-        lineno, indent = where
+        lineno, indent, _ = where
         positions = self._simple_local.get(id(line))
         if positions is None:
             holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[line], indent=indent))  # type: ignore[list-item]
@@ -213,6 +219,33 @@ class Positions:
         shift = lineno - (2 + len(line.leading_lines))  # the `if _:` line, then the leading lines
         return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
 
+    # -- a def or class reported whole: its span from CPython's tree ------------------
+    # libcst places a def or class from its `def`/`class` keyword (after any decorators)
+    # to the end of its last statement, which is exactly CPython's (lineno, col_offset,
+    # end_lineno, end_col_offset); CPython counts columns in UTF-8 bytes, libcst in
+    # characters. This spares a codegen of the whole body for one span.
+    def _def_span(self, node: cst.CSTNode, index: int) -> Optional[Span]:
+        if node is self.module.body[index]:
+            tree_node = self._top_ast[index] if index < len(self._top_ast) else None
+        else:
+            where = (self._simple_lines(index) or {}).get(id(node))
+            tree_node = where[2] if where is not None else None
+        expected = (ast.ClassDef,) if type(node) is cst.ClassDef else (ast.FunctionDef, ast.AsyncFunctionDef)
+        if not isinstance(tree_node, expected) or tree_node.name != node.name.value:  # type: ignore[attr-defined]
+            return None
+        end_line, end_col = tree_node.end_lineno, tree_node.end_col_offset
+        if end_line is None or end_col is None:
+            return None
+        return Span(tree_node.lineno, self._chars(tree_node.lineno, tree_node.col_offset) + 1,
+                    end_line, self._chars(end_line, end_col) + 1)
+
+    def _chars(self, line: int, offset: int) -> int:
+        """A UTF-8 byte offset on a 1-based line, in characters."""
+        if self._source_lines is None:
+            self._source_lines = _NEWLINES.split(self.text or "")
+        text = self._source_lines[line - 1] if 0 < line <= len(self._source_lines) else ""
+        return len(text.encode("utf-8", "surrogatepass")[:offset].decode("utf-8", "replace"))
+
     def _local_span(self, node: cst.CSTNode) -> Optional[Span]:
         starts = self._statement_starts()
         if starts is None:
@@ -220,6 +253,10 @@ class Positions:
         index = self._owner_of(node)
         if index is None:
             return None
+        if type(node) in _DEFS:
+            whole = self._def_span(node, index)
+            if whole is not None:
+                return whole
         nested = self._line_span(node, index)
         if nested is not None:
             return nested
@@ -243,6 +280,8 @@ class Positions:
 
 
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_DEFS = frozenset({cst.FunctionDef, cst.ClassDef})
+_NEWLINES = re.compile(r"\r\n|\r|\n")  # CPython's line breaks (not str.splitlines's \f, \v, ...)
 _OWN_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef, cst.With, cst.For, cst.While, cst.Try})
 
 
@@ -267,12 +306,12 @@ def _pair_block(statements, nodes: list, found: dict, indent: str, unit: str) ->
         if isinstance(stmt, cst.SimpleStatementLine):
             if cursor + len(stmt.body) > len(nodes):
                 return False
-            found[id(stmt)] = (nodes[cursor].lineno, indent)
+            found[id(stmt)] = (nodes[cursor].lineno, indent, None)
             cursor += len(stmt.body)
             continue
         if cursor >= len(nodes):
             return False
-        found[id(stmt)] = (first_line(nodes[cursor]), indent)
+        found[id(stmt)] = (first_line(nodes[cursor]), indent, nodes[cursor])
         if not _pair_compound(stmt, nodes[cursor], found, indent, unit):
             return False
         cursor += 1
