@@ -33,7 +33,9 @@ class Positions:
         self.module = module
         self.text = text
         self._tree = tree
-        self._raw = raw  # the walker's RawFacts of `module`: where its calls sit (a shortcut)
+        # The walker's RawFacts of this very module (where its calls and statements sit):
+        # a shortcut past the walk in _owner_of; records of another tree are no use.
+        self._raw = raw if raw is not None and raw.module is module else None
         self._lines: Optional[dict[int, tuple[cst.SimpleStatementLine, int]]] = None
         self._tops: Optional[dict[int, int]] = None
         self._top_ast: list[ast.stmt] = []  # CPython's statement paired with each top-level one
@@ -104,7 +106,7 @@ class Positions:
         if self._lines is None:
             self._lines = {}
             raw = self._raw
-            if raw is not None and raw.module is self.module:
+            if raw is not None:
                 top_index = self._top_index()
                 parents = raw.parent_stmt
                 tops: dict[int, Optional[int]] = {}
@@ -138,7 +140,7 @@ class Positions:
                 line, index = recorded
                 self._simple[key] = line
                 return index
-            if type(node) in _OWN_STATEMENTS and self._raw is not None and self._raw.module is self.module:
+            if type(node) in _OWN_STATEMENTS and self._raw is not None:
                 # A statement (a `with` block, a def) is its own innermost statement; the
                 # walker's statement parents lead to its top-level one. (`if` is left to
                 # the walk: an `elif` belongs to the statement above it.)
@@ -288,13 +290,11 @@ _OWN_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.FunctionDef, cst.Class
 def _top_of(stmt: cst.CSTNode, parents: dict, top_index: dict[int, int]) -> Optional[int]:
     """Index of the top-level statement above `stmt`, through the walker's statement
     parents; None when the chain breaks."""
-    for _ in range(1000):
+    while stmt is not None:
         index = top_index.get(id(stmt))
-        if index is not None and stmt is not None:
+        if index is not None:
             return index
         stmt = parents.get(stmt)
-        if stmt is None:
-            return None
     return None
 
 
