@@ -9,7 +9,6 @@ never shows a traceback. Each command lives in its own module of
 
 from __future__ import annotations
 
-import difflib
 import os
 
 import click
@@ -61,6 +60,8 @@ def _reject_mistyped_command(args: list[str], commands: list[str]) -> None:
         return  # spelled as a path
     suggestion = _COMMAND_ALIASES.get(word.lower())
     if suggestion is None:
+        import difflib  # only for a word that looks like a command
+
         close = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.6)
         suggestion = f"optax-lint {close[0]}" if close else None
     if suggestion is None:

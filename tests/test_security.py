@@ -151,7 +151,7 @@ def test_the_result_cache_writes_only_its_folder_under_hashed_names(hostile: Pat
     names = sorted(p.relative_to(cache_dir).as_posix() for p in cache_dir.rglob("*") if p.is_file())
     assert {".gitignore", "CACHEDIR.TAG"} <= set(names), names
     for name in set(names) - {".gitignore", "CACHEDIR.TAG"}:  # named by hashes, never by a user path
-        assert re.fullmatch(r"[0-9.]+/[0-9a-f]{32}\.json|tables/\w+-[0-9a-f]{32}\.json", name), name
+        assert re.fullmatch(r"[0-9.]+/[0-9a-f]{32}\.json", name), name
 
 
 def test_findings_on_hostile_code_are_the_static_ones(hostile: Path, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from optax_lint import __version__
 from optax_lint.commands.check_run import CheckRun
 from optax_lint.commands.common import (
     default_cache_dir,
-    early_table_cache,
     fail,
     parse_size,
     split_codes,
@@ -101,8 +100,6 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
         "force_exclude": force_exclude,
         "fail_level": fail_level,
     }
-    if not no_cache:  # the rule tables are read before the settings say where the cache is
-        early_table_cache(cache_dir)
     from optax_lint.core.config import ConfigError
     from optax_lint.facts.context.run_context import ContextError, parse_cli
 

@@ -71,13 +71,3 @@ def default_cache_dir(settings) -> Path:
 
     return (settings.root if settings.config_path is not None else Path.cwd()) / CACHE_DIR_NAME
 
-
-def early_table_cache(cache_dir: Optional[Path]) -> None:
-    """Parsed rule tables from --cache-dir, or from a cache already in the current
-    directory (where pre-commit and most runs start), before the config is found."""
-    from optax_lint.core.catalogue import use_table_cache
-    from optax_lint.run.cache import CACHE_DIR_NAME, is_cache_dir
-
-    guess = cache_dir or Path.cwd() / CACHE_DIR_NAME
-    if cache_dir is not None or is_cache_dir(guess):
-        use_table_cache(guess)

@@ -1,6 +1,5 @@
 """Files of the cache folder: checksummed JSON replaced atomically, and the folder's
-markers (.gitignore, CACHEDIR.TAG). The result cache and the catalogue's parsed
-tables both keep their files this way."""
+markers (.gitignore, CACHEDIR.TAG). The result cache keeps its files this way."""
 
 from __future__ import annotations
 

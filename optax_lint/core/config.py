@@ -7,20 +7,13 @@ and the key, so the CLI can print it and exit without a traceback.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from optax_lint.core.catalogue import RuleSpec, load_catalogue
+from optax_lint.core.catalogue import RuleSpec, load_catalogue, toml_parser
 from optax_lint.core.globs import glob_matches, invalid_glob
 
 STANDALONE_NAME = "optax-lint.toml"
@@ -183,9 +176,10 @@ def _parse_toml(raw: bytes, path: Path) -> dict:
     except UnicodeDecodeError as exc:
         message = f"{name}: invalid TOML: not UTF-8 ({exc.reason} at byte {exc.start})"
         raise ConfigError(message, path=path) from None
+    parser = toml_parser()
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parser.loads(text)
+    except parser.TOMLDecodeError as exc:
         raise ConfigError(f"{name}: invalid TOML: {exc}", path=path) from None
     except RecursionError:
         # tomllib recurses on nested arrays / inline tables; a hostile file must not crash us.
@@ -278,6 +272,8 @@ class _Where:
 
 
 def _suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    import difflib  # an error path: a misspelt key or value
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -347,6 +346,8 @@ def write_source(src: SourceFile, new_text: str) -> None:
 
 
 def _atomic_replace(target: str, data: bytes, mode: int) -> None:
+    import tempfile  # imports `random`: only a run that writes pays for it
+
     directory, name = os.path.split(target)
     fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f".{name}.", suffix=".optax-lint.tmp")
     try:

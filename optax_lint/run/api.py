@@ -8,7 +8,6 @@ atomically only when its fixes re-parse and the file did not change meanwhile.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import gc
 import os
 import time
@@ -116,6 +115,8 @@ def lint_file(
     if fixed.text != source.text:
         result.fixed = fixed.applied
         if options.diff:
+            import difflib  # --diff only
+
             result.diff = "".join(
                 difflib.unified_diff(
                     source.text.splitlines(keepends=True), fixed.text.splitlines(keepends=True),
@@ -223,10 +224,8 @@ def _use_pool(jobs: int, paths: list[Path]) -> bool:
 def _open_cache(settings: Settings, options: RunOptions):
     if options.cache_dir is None or options.verify_worker is not None:
         return None
-    from optax_lint.core.catalogue import use_table_cache
     from optax_lint.run.cache import ResultCache, settings_key
 
-    use_table_cache(options.cache_dir)  # parsed rule tables as JSON: start-up without tomllib
     return ResultCache(options.cache_dir, settings_key(settings, options))
 
 

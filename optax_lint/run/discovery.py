@@ -95,17 +95,21 @@ def _message(error: OSError) -> str:
 
 
 class _Walker:
-    def __init__(
-        self, root: str, excludes: Optional[Patterns], respect_gitignore: bool
-    ) -> None:
+    def __init__(self, root: str, exclude: tuple[str, ...], respect_gitignore: bool) -> None:
         self.root = root
-        self.excludes = excludes
+        self.exclude = exclude
         self.respect_gitignore = respect_gitignore
         self.found: dict[str, Path] = {}  # realpath -> the first spelling seen
         self.problems: list[Problem] = []
         self.walked: set[tuple[int, int]] = set()
         self._repos: dict[str, Optional[str]] = {}  # directory -> its repository root
         self._stacks: dict[str, IgnoreRules] = {}  # directory -> its .gitignore stack
+
+    @property
+    def excludes(self) -> Optional[Patterns]:
+        # compiled on first use: named files without --force-exclude never need them,
+        # and pathspec's import is an eighth of a pre-commit run over such files
+        return config_patterns(self.exclude)
 
     def add(self, shown: Path, absolute: str, real: Optional[str] = None) -> None:
         """Record a file once, keyed by its resolved path (`real` if already known)."""
@@ -254,8 +258,7 @@ def discover(
     respect_gitignore: bool = True,
 ) -> Discovery:
     """Expand `paths` (files and directories) into the Python files to lint."""
-    excludes = config_patterns(tuple(exclude) + tuple(extend_exclude))
-    walker = _Walker(os.path.abspath(root), excludes, respect_gitignore)
+    walker = _Walker(os.path.abspath(root), tuple(exclude) + tuple(extend_exclude), respect_gitignore)
     for raw in paths:
         walker.explicit(raw, force_exclude)
     files = sorted(walker.found.values(), key=lambda path: path.as_posix())
