@@ -171,7 +171,7 @@ def _read_back(rec: Recommendation) -> list[str]:
         "",
         "",
         "def current_learning_rate(opt_state):",
-        f'    """The LR of the last update: inject_hyperparams keeps it in the state, and the',
+        '    """The LR of the last update: inject_hyperparams keeps it in the state, and the',
         f'    injected optimizer is element {i} of the chain, so its state is opt_state[{i}]."""',
         f'    return opt_state[{i}].hyperparams["learning_rate"]',
     ]

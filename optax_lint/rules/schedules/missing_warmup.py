@@ -130,7 +130,7 @@ class MissingWarmup(Rule):
                            "a step or cosine decay recipe for plain SGD, such as ResNet training, often has none)")
             fix, title = None, None
             if steps is not None:
-                fix, title = self._cold_fix(ctx, sf, schedule, steps, transformer is not None)
+                fix, title = self._cold_fix(ctx, sf, schedule, steps, transformer is not None, fine_tune)
             finding = ctx.report(schedule.call, optimizer=describe(use.node.call, 80),
                                  lr=f"{schedule_name(schedule)}, a decay that starts at its peak", reason=reason, fix=fix, fix_title=title,
                                  related=[(use.node.call, "the optimizer it drives")])
@@ -197,7 +197,7 @@ class MissingWarmup(Rule):
         title = f"Use optax.{name} ({shown}) as the learning rate, bound to {variable}"
         return fixes.rewrite_nodes([(statement, lambda s: _preceded_by(s, assign)), (target, lambda _: cst.Name(variable))]), title
 
-    def _cold_fix(self, ctx: Context, sf, schedule: Schedule, steps: int, transformer: bool):
+    def _cold_fix(self, ctx: Context, sf, schedule: Schedule, steps: int, transformer: bool, fine_tune: bool):
         """cosine_decay_schedule(init, decay_steps, alpha) -> warmup_cosine_decay_schedule with
         the same peak, length and end value; other decays have no one-call warmup form."""
         if schedule.key != "cosine_decay_schedule" or schedule.args.expr("exponent") is not None:
