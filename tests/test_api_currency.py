@@ -685,3 +685,47 @@ def test_nnx_annotation_yields_to_a_model_and_optimizer_argument() -> None:
         train_step(state, g)
     """)
     assert findings == []
+
+
+# --- the text prefilter ------------------------------------------------------------------
+
+def _prefilter_oracle(leaves) -> "re.Pattern[str]":
+    """The prefilter as one regex (what it was before it became scans for literals): the
+    reference its fast form must agree with on every text."""
+    import re
+
+    alternation = "|".join(re.escape(leaf) for leaf in sorted(leaves))
+    return re.compile(
+        rf"\.(?:{alternation})\b|\bimport\b[^\n]*\b(?:{alternation})\b"
+        rf"|\bimport\s*\([^)]*\b(?:{alternation})\b"
+        r"|\boptax(?:\.\w+)*\._\w|\bfrom\s+optax(?:\.\w+)*\s+import\s*\(?[^\n]*\b_\w")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("tree = optax.tree_utils.tree_l2_norm(g)\n", True),
+    ("tree = optax.tree_utils.tree_l2_normalize(g)\n", False),  # a longer name is another name
+    ("x = a..dpsgd\n", True),
+    ("x = a.2dpsgd\n", False),
+    ("from optax import dpsgd\n", True),
+    ("from optax import (\n    adam,\n    dpsgd,\n)\n", True),
+    ("from optax import (\n    adam,\n)\nv = dpsgd\n", False),  # named outside the import's parentheses
+    ("from optax import\\\n    dpsgd\n", False),  # a continuation line is another line
+    ("reimport dpsgd\n", False),
+    ("my_import dpsgd\n", False),
+    ("import\t(\n dpsgd)", True),
+    ("import jax\nx = 1  # dpsgd\n", False),
+    ("s = optax._src.alias\n", True),
+    ("s = xoptax._src.alias\n", False),
+    ("s = my.optax._src\n", True),
+    ("from  optax.contrib import  _private\n", True),
+    ("notfrom optax import _private\n", False),
+    ("from optax import (\n    _private)\n", False),  # the oracle reads one line after `import (`
+    ("", False),
+])
+def test_prefilter_agrees_with_its_regex_form(text: str, expected: bool) -> None:
+    from optax_lint.core.optax_api import load_api
+    from optax_lint.facts.api_currency import load_currency_table
+
+    table = load_currency_table(load_api())
+    assert bool(_prefilter_oracle(table.leaves).search(text)) is expected
+    assert table.may_be_mentioned(text) is expected

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -33,6 +33,31 @@ _VERSION = re.compile(
     r"(?:v|version |deprecated in v?|removed in (?:optax )?|since (?:Flax )?|as of (?:Flax )?|"
     r"\.\. deprecated:: )(\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
 _PARTIAL = frozenset({"functools.partial"})
+
+# The text prefilter's pieces (CurrencyTable.may_be_mentioned). Each pattern starts
+# with a literal; `_word_starts` adds the leading `\b` by looking at the character before.
+_AFTER_DOT = re.compile(r"\.(\w+)")
+_WORDS = re.compile(r"\w+")
+_WORD_CHAR = re.compile(r"\w")
+_IMPORT = re.compile(r"import\b")
+_PAREN = re.compile(r"\s*\(")
+_PRIVATE_SPELLINGS = (
+    re.compile(r"optax(?:\.\w+)*\._\w"),
+    re.compile(r"from\s+optax(?:\.\w+)*\s+import\s*\(?[^\n]*\b_\w"),
+)
+
+
+def _word_starts(text: str, pattern: "re.Pattern[str]") -> Iterator["re.Match[str]"]:
+    """The matches of `pattern` that begin a word, as `\b` + pattern would find them."""
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start = match.start()
+        if start == 0 or not _WORD_CHAR.match(text, start - 1):
+            yield match
+        pos = start + 1
 
 
 # --- the table -----------------------------------------------------------------------
@@ -135,13 +160,27 @@ class CurrencyTable:
             homes.setdefault(public.rsplit(".", 1)[1], set()).add(public)
         self.public_leaf: dict[str, str] = {leaf: next(iter(p)) for leaf, p in homes.items() if len(p) == 1}
         self.leaves = frozenset(p.rsplit(".", 1)[-1] for p in self.entries)
-        # Text prefilter: a table path is spelled as `.leaf` or in an import statement;
-        # a private optax path as `optax(.x)*._y` or `from optax(.x)* import _y`.
-        alternation = "|".join(re.escape(leaf) for leaf in sorted(self.leaves))
-        self.prefilter = re.compile(
-            rf"\.(?:{alternation})\b|\bimport\b[^\n]*\b(?:{alternation})\b"
-            rf"|\bimport\s*\([^)]*\b(?:{alternation})\b"
-            r"|\boptax(?:\.\w+)*\._\w|\bfrom\s+optax(?:\.\w+)*\s+import\s*\(?[^\n]*\b_\w")
+
+    def may_be_mentioned(self, text: str) -> bool:
+        """The text prefilter: a table path is spelled as `.leaf` or in an import
+        statement (on its line, or in its parentheses); a private optax path as
+        `optax(.x)*._y` or `from optax(.x)* import _y`. Written as scans for literals
+        (a pattern that starts with a literal is searched for fast, one that starts with
+        `\\b` or an alternation is tried at every position: 15x slower on real files)."""
+        leaves = self.leaves
+        if not leaves.isdisjoint(_AFTER_DOT.findall(text)):
+            return True
+        for match in _word_starts(text, _IMPORT):
+            end = match.end()
+            line_end = text.find("\n", end)
+            if not leaves.isdisjoint(_WORDS.findall(text, end, len(text) if line_end < 0 else line_end)):
+                return True
+            paren = _PAREN.match(text, end)
+            if paren is not None:
+                close = text.find(")", paren.end())
+                if not leaves.isdisjoint(_WORDS.findall(text, paren.end(), len(text) if close < 0 else close)):
+                    return True
+        return any(next(_word_starts(text, pattern), None) is not None for pattern in _PRIVATE_SPELLINGS)
 
     # -- lookups ------------------------------------------------------------------
     def lookup(self, qualname: str) -> Optional[Entry]:
@@ -443,7 +482,7 @@ def currency_references(facts) -> CurrencyFacts:
     """References to table paths in this module."""
     table = table_for(facts)
     want_model = _has_nnx_optimizer(facts, table)
-    if facts.text is not None and not want_model and not table.prefilter.search(facts.text):
+    if facts.text is not None and not want_model and not table.may_be_mentioned(facts.text):
         return CurrencyFacts([], [])
     found = _Collector(facts, table, want_model).run()
     own = owning_package(facts.path)
