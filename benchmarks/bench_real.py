@@ -13,7 +13,9 @@ two runs unless it says otherwise, and every ratio is against a floor of the sam
   ast floor       read + `ast.parse` of every listed file (notebooks: their code cells
                   joined, as the linter parses them)
   libcst floor    read + `libcst.parse_module` of the same texts (the floor)
-  cold -j1        `optax-lint --no-cache -j 1 <files>`: a real subprocess, end to end
+  cold -j1        `optax-lint --no-cache -j 1 <files>`: a real subprocess, end to end;
+                  measured alternately with the floor (three pairs of floor then lint)
+                  and judged on the median pair's ratio, as a VM's speed drifts in a run
   cold -jN        the same with one worker per core
   warm            a result cache filled, nothing changed
   one file        the corpus file nearest 600 lines, alone, --no-cache (best of three)
@@ -230,12 +232,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     import libcst
 
     ast_floor = best([timed(lambda: [quietly(ast.parse)(t) for t in texts]) for _ in range(2)])
-    floor = best([timed(lambda: [quietly(libcst.parse_module)(t) for t in texts]) for _ in range(2)])
+    print("the floor and cold -j1, alternately ...", file=sys.stderr)
+    # The floor and the lint it is compared with alternate (floor, lint, floor, lint): a
+    # VM's speed drifts within a run (the floor alone has taken 26-40 s on one machine
+    # in one hour), and each ratio should compare neighbours. Judged on the median pair.
+    pairs = []
+    for _ in range(3):
+        f = timed(lambda: [quietly(libcst.parse_module)(t) for t in texts])
+        pairs.append((f, run_cmd(lint_argv("--no-cache", "-j", "1", *files), corpus)))
+    floor, cold1 = best([f for f, _ in pairs]), best([c for _, c in pairs])
+    pair_ratios = [c["cpu"] / f["cpu"] for f, c in pairs]
+    notes.append("floor and cold -j1 measured alternately; cold -j1 / floor for each pair: "
+                 + ", ".join(f"{r:.2f}x" for r in pair_ratios)
+                 + f" (floor {min(f['cpu'] for f, _ in pairs):.2f}-{max(f['cpu'] for f, _ in pairs):.2f} s)")
     add("ast.parse, every listed file", ast_floor, floor)
     add("libcst.parse_module, every listed file (the floor)", floor, floor)
 
     print("cold and warm ...", file=sys.stderr)
-    cold1 = repeat(lambda: run_cmd(lint_argv("--no-cache", "-j", "1", *files), corpus), 2)
     coldn = repeat(lambda: run_cmd(lint_argv("--no-cache", "-j", "0", *files), corpus), 2)
     for r in (cold1, coldn):
         if r["rc"] != 0:
@@ -311,9 +324,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                 add("Fixit sample: fixit lint (default rules)", fx, s_floor, f"{how}; one run; exit {fx['rc']}")
 
     # ---- targets ------------------------------------------------------------------------
-    r = cold1["cpu"] / floor["cpu"]
-    check("cold -j1 <= 1.5x the libcst parse (CPU)", r, BOUNDS["cold_j1_x_floor"],
-          f"{r:.2f}x (wall {cold1['wall'] / floor['wall']:.2f}x)")
+    r = sorted(pair_ratios)[len(pair_ratios) // 2]
+    check("cold -j1 <= 1.5x the libcst parse (CPU; the median of 3 pairs of floor then lint)", r, BOUNDS["cold_j1_x_floor"],
+          f"{r:.2f}x (best of each: {cold1['cpu'] / floor['cpu']:.2f}x; pairs "
+          + ", ".join(f"{x:.2f}x" for x in pair_ratios) + ")")
     if (os.cpu_count() or 1) >= 2:
         s = cold1["wall"] / coldn["wall"]
         check("cold -jN faster than -j1 (wall)", s, BOUNDS["jobs_speedup"], f"{s:.2f}x", higher_is_better=True)
