@@ -235,7 +235,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("the floor and cold -j1, alternately ...", file=sys.stderr)
     # The floor and the lint it is compared with alternate (floor, lint, floor, lint): a
     # VM's speed drifts within a run (the floor alone has taken 26-40 s on one machine
-    # in one hour), and each ratio should compare neighbours. Judged on the median pair.
+    # within fifteen minutes), and each ratio should compare neighbours. Judged on the median pair.
     pairs = []
     for _ in range(3):
         f = timed(lambda: [quietly(libcst.parse_module)(t) for t in texts])
