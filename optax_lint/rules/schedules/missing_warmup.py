@@ -28,6 +28,7 @@ from optax_lint.rules.schedules.regime import fine_tune_entry, transformer_entry
 from optax_lint.rules.schedules.wording import schedule_name
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.values import value_of
 
 
 def _optax_base(facts, call: Optional[cst.Call], scope) -> Optional[cst.BaseExpression]:
@@ -175,6 +176,9 @@ class MissingWarmup(Rule):
         # A fine-tune follows the fine-tuning row (a brief warmup, then the constant rate),
         # not a from-scratch Transformer's 2000-step minimum.
         warmup = suggested_warmup(steps, transformer and not fine_tune)
+        bound = value_of(length, use.node.scope)
+        if is_number(bound) and warmup >= bound:
+            return None, None  # the loop the fix would decay over is shorter than the warmup the run wants
         variable = _fresh_name(facts.text, "lr_schedule")
         indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
         if fine_tune or steps < ctx.option("min_steps"):
