@@ -414,12 +414,19 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
 LINE_LIMIT = 88
 
 
+def indent_unit(indent: str) -> str:
+    """One level of indentation in the style of `indent`: a tab where the line is
+    indented with tabs, else four spaces."""
+    return "\t" if "\t" in indent else "    "
+
+
 def one_per_line(call: cst.Call, indent: str) -> cst.Call:
-    """`call` with one argument per line at `indent` + 4 and a trailing comma (black's
-    layout for a call that does not fit), closing parenthesis back at `indent`."""
+    """`call` with one argument per line one level deeper than `indent` and a trailing
+    comma (black's layout for a call that does not fit), closing parenthesis back at
+    `indent`."""
     if not call.args:
         return call
-    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + "    "))
+    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + indent_unit(indent)))
     close = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent))
     args = [a.with_changes(comma=cst.Comma(whitespace_after=inner)) for a in call.args[:-1]]
     args.append(call.args[-1].with_changes(comma=cst.Comma(whitespace_after=close)))

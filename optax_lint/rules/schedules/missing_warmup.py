@@ -186,7 +186,7 @@ class MissingWarmup(Rule):
             args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup), last=True)]
         elif steps > _LONG_RUN_STEPS:
             name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {code(length)}"
-            call = _warmup_linear_decay(base, peak, warmup, length)
+            call = _warmup_linear_decay(base, peak, warmup, length, fixes.indent_unit(indent))
         else:
             name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={code(length)}"
             args = [
@@ -246,11 +246,12 @@ def _run_length(facts, scope, steps: int) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, length: cst.BaseExpression) -> Optional[cst.Call]:
+def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, warmup: int, length: cst.BaseExpression, unit: str) -> Optional[cst.Call]:
     """The recommended long-run schedule, laid out one piece per line:
     join_schedules([linear_schedule(0.0, lr, W), linear_schedule(lr, 0.0, total - W)], [W]).
     Its lines are indented relative to the statement: libcst adds the indentation of the
-    block the statement lands in to every line of a parsed expression."""
+    block the statement lands in to every line of a parsed expression; `unit` is one
+    level of the file's indentation (a tab or four spaces)."""
     lr, optax_name, total = code(peak), code(base), code(length)
     if "\n" in lr or "\n" in total:
         return None
@@ -259,7 +260,7 @@ def _warmup_linear_decay(base: cst.BaseExpression, peak: cst.BaseExpression, war
         rest = int_literal(int(length.evaluated_value) - warmup).value
     else:
         rest = f"{total} - {w}"
-    i1, i2 = "    ", "        "
+    i1, i2 = unit, unit * 2
     text = (
         f"{optax_name}.join_schedules(\n{i1}[\n"
         f"{i2}{optax_name}.linear_schedule(0.0, {lr}, {w}),\n"
