@@ -6,7 +6,8 @@ Python): the findings (code, line) are the fixture's own, no fix raises, every f
 text compiles, a CRLF file gets no bare LF, and the lines a fix writes inside a
 tab-indented block are indented with tabs (a fix used to indent its arguments with
 `\\t    `). A statement at module level gives no indentation to follow; its arguments
-get black's four spaces.
+get black's four spaces. Files indented by two spaces are not rewritten here: pyink,
+their usual formatter, indents the inside of brackets by four, as the fixes do.
 """
 
 from __future__ import annotations

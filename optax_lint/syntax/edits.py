@@ -415,8 +415,9 @@ LINE_LIMIT = 88
 
 
 def indent_unit(indent: str) -> str:
-    """One level of indentation in the style of `indent`: a tab where the line is
-    indented with tabs, else four spaces."""
+    """One level of continuation indentation in the style of `indent`: a tab where the
+    line is indented with tabs, else four spaces, which black and pyink both write
+    inside brackets even in a file whose blocks are indented by two."""
     return "\t" if "\t" in indent else "    "
 
 
