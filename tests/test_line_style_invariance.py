@@ -4,9 +4,9 @@ fixes write in that style.
 Every fixture is also linted as CRLF and as tab-indented (where that is still valid
 Python): the findings (code, line) are the fixture's own, no fix raises, every fixed
 text compiles, a CRLF file gets no bare LF, and the lines a fix writes inside a
-tab-indented block are indented with tabs (a fix used to indent its arguments with
-`\\t    `). A statement at module level gives no indentation to follow; its arguments
-get black's four spaces. Files indented by two spaces are not rewritten here: pyink,
+tab-indented file are indented with tabs (a fix used to indent its arguments with
+`\\t    `, and with four spaces at module level). Files indented by two spaces are
+not rewritten here: pyink,
 their usual formatter, indents the inside of brackets by four, as the fixes do.
 """
 
@@ -66,5 +66,5 @@ def test_line_endings_and_tabs_change_no_finding(fixture: Path) -> None:
             assert not re.search(r"(?<!\r)\n", fixed.text), "a fix wrote a bare LF into a CRLF file"
         else:
             written = set(fixed.text.splitlines()) - set(variant.splitlines())
-            mixed = [line for line in written if re.match(r"^\t+ ", line)]
-            assert mixed == [], "a fix indented with spaces inside a tab-indented block"
+            spaced = [line for line in written if re.match(r"^\t* ", line)]
+            assert spaced == [], "a fix indented with spaces in a tab-indented file"
