@@ -414,21 +414,21 @@ def insert_arg_front(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
 LINE_LIMIT = 88
 
 
-def indent_unit(indent: str, default: str = "") -> str:
+def indent_unit(indent: str, default_indent: str = "") -> str:
     """One level of continuation indentation in the style of `indent`: a tab where the
     line is indented with tabs (or, at module level, where the file's blocks are:
-    `default` is libcst's `Module.default_indent`), else four spaces, which black and
-    pyink both write inside brackets even in a file whose blocks are indented by two."""
-    return "\t" if "\t" in indent or (not indent and default == "\t") else "    "
+    `default_indent` is libcst's `Module.default_indent`), else four spaces, which black
+    and pyink both write inside brackets even in a file whose blocks are indented by two."""
+    return "\t" if "\t" in indent or (not indent and default_indent == "\t") else "    "
 
 
-def one_per_line(call: cst.Call, indent: str, unit: str = "") -> cst.Call:
-    """`call` with one argument per line one level deeper than `indent` and a trailing
-    comma (black's layout for a call that does not fit), closing parenthesis back at
-    `indent`."""
+def one_per_line(call: cst.Call, indent: str, default_indent: str = "") -> cst.Call:
+    """`call` with one argument per line one level (`indent_unit`) deeper than `indent`
+    and a trailing comma (black's layout for a call that does not fit), closing
+    parenthesis back at `indent`."""
     if not call.args:
         return call
-    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + (unit or indent_unit(indent))))
+    inner = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent + indent_unit(indent, default_indent)))
     close = cst.ParenthesizedWhitespace(indent=False, last_line=cst.SimpleWhitespace(indent))
     args = [a.with_changes(comma=cst.Comma(whitespace_after=inner)) for a in call.args[:-1]]
     args.append(call.args[-1].with_changes(comma=cst.Comma(whitespace_after=close)))
@@ -439,12 +439,12 @@ def is_multi_line(call: cst.Call) -> bool:
     return "\n" in node_code(call.with_changes(func=cst.Name("f")))
 
 
-def fit_call(call: cst.Call, indent: str, used: int, limit: int = LINE_LIMIT, unit: str = "") -> cst.Call:
+def fit_call(call: cst.Call, indent: str, used: int, limit: int = LINE_LIMIT, default_indent: str = "") -> cst.Call:
     """`call` as is when `used` columns plus its one-line text fit in `limit`, else one
     argument per line. `used` counts what precedes the call on its line and follows it."""
     if used + len(node_code(call)) <= limit:
         return call
-    return one_per_line(call, indent, unit)
+    return one_per_line(call, indent, default_indent)
 
 
 def line_indent(text: str, line: int) -> str:
@@ -466,9 +466,7 @@ class _SplitCalls(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         indent = self.targets.get(id(original_node))
-        if indent is None:
-            return updated_node
-        return one_per_line(updated_node, indent, indent_unit(indent, self.default_indent))
+        return one_per_line(updated_node, indent, self.default_indent) if indent is not None else updated_node
 
 
 def reflowed(edit: ModuleEdit, limit: int = LINE_LIMIT) -> ModuleEdit:

@@ -181,13 +181,13 @@ class MissingWarmup(Rule):
             return None, None  # the loop the fix would decay over is shorter than the warmup the run wants
         variable = _fresh_name(facts.text, "lr_schedule")
         indent = fixes.line_indent(facts.text or "", ctx.positions.span(statement).line)
-        unit = fixes.indent_unit(indent, facts.module.default_indent)
+        default_indent = facts.module.default_indent
         if fine_tune or steps < ctx.option("min_steps"):
             name, shown = "warmup_constant_schedule", f"warmup_steps={warmup}"
             args = [_kw("init_value", cst.Float("0.0")), _kw("peak_value", peak), _kw("warmup_steps", int_literal(warmup), last=True)]
         elif steps > _LONG_RUN_STEPS:
             name, shown = "join_schedules", f"linear warmup for {warmup} steps, then linear decay to step {code(length)}"
-            call = _warmup_linear_decay(base, peak, warmup, length, unit)
+            call = _warmup_linear_decay(base, peak, warmup, length, fixes.indent_unit(indent, default_indent))
         else:
             name, shown = "warmup_cosine_decay_schedule", f"warmup_steps={warmup}, decay_steps={code(length)}"
             args = [
@@ -196,7 +196,7 @@ class MissingWarmup(Rule):
             ]
         if name != "join_schedules":
             call = fixes.fit_call(cst.Call(func=cst.Attribute(value=base, attr=cst.Name(name)), args=args), indent,
-                                  len(indent) + len(variable) + 3, unit=unit)
+                                  len(indent) + len(variable) + 3, default_indent=default_indent)
         if call is None:
             return None, None
         assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(variable))], call)])
@@ -287,10 +287,10 @@ def _like(ctx: Context, old: cst.Call, new: cst.Call) -> cst.Call:
     text = ctx.facts.text or ""
     span = ctx.positions.span(old)
     indent = fixes.line_indent(text, span.line)
-    unit = fixes.indent_unit(indent, ctx.facts.module.default_indent)
+    default_indent = ctx.facts.module.default_indent
     if fixes.is_multi_line(old):
-        return fixes.one_per_line(new, indent, unit)
+        return fixes.one_per_line(new, indent, default_indent)
     lines = text.splitlines()
     line = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
     around = len(line) - len(code(old)) if span.end_line == span.line else span.column - 1
-    return fixes.fit_call(new, indent, around, unit=unit)
+    return fixes.fit_call(new, indent, around, default_indent=default_indent)
