@@ -47,6 +47,12 @@ _PRIVATE_SPELLINGS = (
 )
 
 
+def _words_until(text: str, start: int, stop: str) -> list[str]:
+    """The words of `text` from `start` to the next `stop` (or to the end)."""
+    end = text.find(stop, start)
+    return _WORDS.findall(text, start, len(text) if end < 0 else end)
+
+
 def _word_starts(text: str, pattern: "re.Pattern[str]") -> Iterator["re.Match[str]"]:
     """The matches of `pattern` that begin a word, as `\b` + pattern would find them."""
     pos = 0
@@ -171,15 +177,11 @@ class CurrencyTable:
         if not leaves.isdisjoint(_AFTER_DOT.findall(text)):
             return True
         for match in _word_starts(text, _IMPORT):
-            end = match.end()
-            line_end = text.find("\n", end)
-            if not leaves.isdisjoint(_WORDS.findall(text, end, len(text) if line_end < 0 else line_end)):
+            if not leaves.isdisjoint(_words_until(text, match.end(), "\n")):
                 return True
-            paren = _PAREN.match(text, end)
-            if paren is not None:
-                close = text.find(")", paren.end())
-                if not leaves.isdisjoint(_WORDS.findall(text, paren.end(), len(text) if close < 0 else close)):
-                    return True
+            paren = _PAREN.match(text, match.end())
+            if paren is not None and not leaves.isdisjoint(_words_until(text, paren.end(), ")")):
+                return True
         return any(next(_word_starts(text, pattern), None) is not None for pattern in _PRIVATE_SPELLINGS)
 
     # -- lookups ------------------------------------------------------------------
