@@ -19,6 +19,7 @@ import pytest
 
 from optax_lint.core.catalogue import load_catalogue
 from optax_lint.engine import lint as engine
+from tests.test_fuzz import _compiles
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").rglob("*.py") if not p.name.endswith(".fixed.py"))
@@ -30,14 +31,6 @@ def _tabs(text: str) -> str:
         lead = re.match(r"^(?: {4})+", line)
         out.append("\t" * (len(lead.group(0)) // 4) + line[lead.end():] if lead else line)
     return "".join(out)
-
-
-def _compiles(text: str) -> bool:
-    try:
-        compile(text, "<fixture>", "exec")
-    except SyntaxError:
-        return False
-    return True
 
 
 def test_the_tab_rewrite() -> None:
