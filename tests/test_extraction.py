@@ -1603,3 +1603,33 @@ def test_deeply_nested_chains_give_one_bounded_pipeline() -> None:
     unknown = [n for n in pipeline.nodes() if n.kind == "unknown"]
     assert [n.reason for n in unknown] == ["pipeline too deep"]
     assert prims(pipeline) == [["<unknown>"]]
+
+
+def test_children_leave_out_only_fields_that_cannot_hold_a_node() -> None:
+    # walker.children skips fields declared str or Literal (and whitespace/punctuation
+    # by name): on real-looking scripts it gives exactly the nodes a scan of every
+    # other dataclass field finds, in the same order.
+    import dataclasses
+    from pathlib import Path
+
+    from optax_lint.syntax.walker import _SKIP_FIELDS, children
+
+    def reference(node: cst.CSTNode) -> list:
+        out = []
+        for f in dataclasses.fields(node):
+            if f.name in _SKIP_FIELDS:
+                continue
+            value = getattr(node, f.name)
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(item, cst.CSTNode):
+                    out.append(item)
+        return out
+
+    fixtures = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("OPX1*/*.py"))[:60]
+    kinds = set()
+    for path in fixtures:
+        for node in walk(cst.parse_module(path.read_text(encoding="utf-8"))):
+            kinds.add(type(node).__name__)
+            got, want = children(node), reference(node)
+            assert len(got) == len(want) and all(a is b for a, b in zip(got, want)), (path.name, type(node).__name__)
+    assert {"Name", "Integer", "SimpleString", "Arg", "Call", "Attribute"} <= kinds
