@@ -296,7 +296,8 @@ class _Collector:
         self.want_model = want_model
         self.refs: list[Reference] = []
         self.model_reads: list[ModelRead] = []
-        self.scope_of = {s.node: s for s in facts.raw.scopes}
+        # Keyed by id: asked of every node, and a libcst node's __hash__ is Python code.
+        self.scope_of = {id(s.node): s for s in facts.raw.scopes}
         self.callee: dict[int, cst.Call] = {}
         self.partial_arg: dict[int, cst.Call] = {}
         self.names: dict[str, list[tuple[cst.Name, Scope]]] = {}
@@ -344,7 +345,7 @@ class _Collector:
                     if child is not None:
                         stack.append((child, scope, line))
                 continue
-            inner = self.scope_of.get(node)
+            inner = self.scope_of.get(id(node))
             if inner is None or inner is scope:
                 children = list(iter_children(node))
                 for child in reversed(children):
