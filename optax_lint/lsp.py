@@ -75,7 +75,7 @@ class DocumentLinter:
         self.config_error: Optional[str] = None
         # Project files (config modules) read for run contexts, kept while the server
         # runs: texts are keyed by mtime and size, so an edited file is read again.
-        self.project_files = ProjectFiles()
+        self.project_files = ProjectFiles(remember_probes=False)  # files come and go between requests
 
     def _settings(self, path: Path):
         from optax_lint.core.config import (

@@ -142,6 +142,27 @@ def test_editing_a_config_module_a_script_reads_invalidates_the_script(project: 
     assert lint(project, cache_dir=cache_dir) == lint(project)
 
 
+def test_a_helper_module_appearing_invalidates_every_script_that_looked_for_it(tmp_path: Path, monkeypatch) -> None:
+    # Two scripts import trainlib.checkpoint before it exists. The run answers "is it a
+    # file?" once (ProjectFiles.probes); the second script's entry must still record
+    # the probe, or its cached "no finding" would outlive the module's arrival.
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "optax-lint.toml").write_text("")
+    for name in ("a.py", "b.py"):
+        shutil.copy(FIXTURES / "OPX501" / "bad_helper_module_saves_params.py", root / name)
+    monkeypatch.chdir(root)
+    cache_dir = tmp_path / "c"
+    assert lint(root, cache_dir=cache_dir) == []
+    shutil.copytree(FIXTURES / "OPX501" / "trainlib", root / "trainlib")
+    after = lint(root, cache_dir=cache_dir)
+    assert after == lint(root)
+    assert sorted((Path(p).name, span.line, code) for p, span, code, _, _ in after if code == "OPX501") == [
+        ("a.py", 37, "OPX501"),
+        ("b.py", 37, "OPX501"),
+    ]
+
+
 @pytest.mark.parametrize(
     "damage",
     [

@@ -808,3 +808,24 @@ def test_imported_classes_that_cannot_hold_layers_are_not_parsed(tmp_path):
     }, project_files=files)
     assert value(f, "arch") == "transformer"
     assert files.parses == 1  # models/lm.py only
+
+
+def test_a_run_probes_a_path_once_and_the_language_server_every_time(tmp_path):
+    # One run answers "is it a file?" once per path; the language server lives across
+    # edits, so a module created between two requests is found by the second one.
+    files = {
+        "train.py": STEP + "import settings\nfor i in range(settings.NUM_STEPS):\n    state = train_step(state, 1)\n",
+    }
+    write(tmp_path, files)
+    text = (tmp_path / "train.py").read_text()
+
+    def steps(run):
+        f = ModuleFacts(cst.parse_module(text), str(tmp_path / "train.py"), root=str(tmp_path), text=text, project_files=run)
+        return value(f, "steps")
+
+    batch, server = project_files.ProjectFiles(), project_files.ProjectFiles(remember_probes=False)
+    assert steps(batch) is None and steps(server) is None
+    write(tmp_path, {"settings.py": "NUM_STEPS = 88\n"})
+    assert steps(batch) is None  # the run's answer stands for the run
+    assert steps(server) == 88
+    assert steps(project_files.ProjectFiles()) == 88  # the next run looks again

@@ -44,7 +44,11 @@ class ProjectFiles:
     the file being linted, which records every look at the file system for the result
     cache. A linted module handed none gets its own (facts/module.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, remember_probes: bool = True) -> None:
+        # Whether a path is a file, asked once per run (~85k probes, 13k distinct paths,
+        # on the real-repository corpus): a project's files do not come and go while it
+        # is linted. The language server, which lives across edits, keeps no answer.
+        self.probes: Optional[dict[str, bool]] = {} if remember_probes else None
         self.texts: "OrderedDict[tuple, Optional[str]]" = OrderedDict()  # (path, mtime, size) -> text
         self.modules: "OrderedDict[tuple, object]" = OrderedDict()  # (path, len, hash of text) -> facts
         self.reads = 0  # files read, and parsed, so far (tests check the bounds)
@@ -59,6 +63,17 @@ class ProjectFiles:
             yield self.log
         finally:
             self.log = None
+
+    def isfile(self, path: str) -> bool:
+        """readlog.isfile (recorded in the linted file's log), answered once per run."""
+        if self.probes is None:
+            return readlog.isfile(path, self.log)
+        found = self.probes.get(path)
+        if found is None:
+            found = self.probes[path] = readlog.isfile(path, self.log)
+        elif self.log is not None:
+            self.log.probes[path] = found
+        return found
 
     def text(self, path: str, stat: os.stat_result, loaded: list[str]) -> Optional[str]:
         """The file's text: kept from earlier in the run, else read unless the linted
@@ -102,7 +117,7 @@ def module_file(facts, files: ProjectFiles) -> Optional[str]:
     if not candidate or candidate.startswith("<"):
         return None
     absolute = os.path.abspath(candidate)
-    return absolute if readlog.isfile(absolute, files.log) else None
+    return absolute if files.isfile(absolute) else None
 
 
 def _display(path: str) -> str:
@@ -114,10 +129,12 @@ def _display(path: str) -> str:
 
 
 def _under(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:
-        return False
+    """Whether `path` is `root` or inside it. Both are absolute and normalised
+    (abspath), so a prefix test ending at a separator is os.path.commonpath's answer
+    at a tenth of its cost (asked ~30k times in a run over the real corpus)."""
+    if path == root:
+        return True
+    return path.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
 # Files and folders that mark the top of a repository or package (where `import pkg`
@@ -131,13 +148,13 @@ def defines_function(text: str, rest: list[str]) -> bool:
     return len(rest) == 1 and re.search(rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(rest[0])}\b", text, re.M) is not None
 
 
-def _marked_root(folder: str, log) -> Optional[str]:
+def _marked_root(folder: str, files: "ProjectFiles") -> Optional[str]:
     """The nearest folder at or above `folder` holding a project marker, or None."""
     here = folder
     while True:
         for marker in _MARKERS:
             path = os.path.join(here, marker)
-            if (readlog.isdir(path, log) or readlog.isfile(path, log)) if marker == ".git" else readlog.isfile(path, log):
+            if (readlog.isdir(path, files.log) or files.isfile(path)) if marker == ".git" else files.isfile(path):
                 return here
         parent = os.path.dirname(here)
         if parent == here:
@@ -172,7 +189,7 @@ class Project:
         read across files: a file that reads none probes nothing."""
         if self._root is None:
             self._root = self._given_root
-            marked = _marked_root(self.dir, self.files.log) if self.dir else None
+            marked = _marked_root(self.dir, self.files) if self.dir else None
             if marked is not None and self.file and _under(self.file, marked) and (self._root is None or len(marked) < len(self._root)):
                 self._root = marked
         return self._root
@@ -209,11 +226,11 @@ class Project:
             for k in range(len(parts), 0, -1):
                 stem = os.path.join(base, *parts[:k])
                 for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                    if readlog.isfile(candidate, self.files.log) and candidate != self.file:
+                    if self.files.isfile(candidate) and candidate != self.file:
                         return candidate, parts[k:]
             if dots and not parts:
                 init = os.path.join(base, "__init__.py")
-                if readlog.isfile(init, self.files.log):
+                if self.files.isfile(init):
                     return init, []
         return None
 
@@ -319,7 +336,7 @@ class Project:
             if base is None:
                 continue
             candidate = os.path.abspath(os.path.join(base, relative.split(":", 1)[0]))
-            if readlog.isfile(candidate, self.files.log):
+            if self.files.isfile(candidate):
                 return self.load(candidate)
         return None
 
