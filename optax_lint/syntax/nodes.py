@@ -33,3 +33,12 @@ def last_name(func: cst.BaseExpression) -> str:
     if isinstance(func, cst.Name):
         return func.value
     return ""
+
+
+def spells_test_case(base: cst.BaseExpression) -> bool:
+    """A class base whose source ends with `TestCase` (`absltest.TestCase`,
+    `parameterized.TestCase`). Only an unparenthesised name or attribute can end
+    so, which its last name tells without printing the node (asked for every class
+    around every call)."""
+    return isinstance(base, (cst.Name, cst.Attribute)) and not base.rpar and last_name(base).endswith("TestCase")
+

@@ -19,6 +19,7 @@ from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.files import defines_function
 from optax_lint.facts.project.found import Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.walker import Scope
 
 _LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.")
@@ -254,11 +255,7 @@ def _test_class(node: cst.ClassDef) -> bool:
     what the file trains."""
     if _NOT_MODELS.search(node.name.value):
         return True
-    for base in node.bases:
-        text = cst.Module([]).code_for_node(base.value)
-        if text.endswith("TestCase"):
-            return True
-    return False
+    return any(spells_test_case(base.value) for base in node.bases)
 
 
 def _enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:

@@ -38,6 +38,7 @@ from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.walker import Scope
 
 TRAINING_RUN = "training run"
@@ -293,7 +294,7 @@ def _in_test(scope: Optional[Scope]) -> bool:
         return True
     while scope is not None:
         if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and any(
-                code_text(base.value).endswith("TestCase") for base in scope.node.bases):
+                spells_test_case(base.value) for base in scope.node.bases):
             return True
         scope = scope.parent
     return False
