@@ -41,4 +41,3 @@ def spells_test_case(base: cst.BaseExpression) -> bool:
     so, which its last name tells without printing the node (asked for every class
     around every call)."""
     return isinstance(base, (cst.Name, cst.Attribute)) and not base.rpar and last_name(base).endswith("TestCase")
-
