@@ -339,7 +339,17 @@ def test_opx501_one_off_export_is_silent_and_loop_save_fires():
     looped = src.replace("            with open(path", "                with open(path").replace(
         "                pickle.dump", "                    pickle.dump"
     )
-    assert codes(looped) == [(8, "OPX501")]
+    # in the loop, but nothing is ever read back: snapshots for other programs
+    assert codes(looped) == []
+    resumed = looped.replace(
+        "            opt_state = tx.init(params)\n",
+        "            if os.path.exists(path):\n"
+        "                with open(path, 'rb') as f:\n"
+        "                    params = pickle.load(f)\n"
+        "            opt_state = tx.init(params)\n",
+    )
+    assert resumed != looped
+    assert codes(resumed) == [(11, "OPX501")]
 
 
 def test_opx501_silent_without_an_optimizer():

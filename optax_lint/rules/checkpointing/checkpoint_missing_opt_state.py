@@ -39,6 +39,10 @@ def _what(payload: Payload, written: Optional[cst.BaseExpression]) -> str:
     return f"a dict with keys {keys} and no optimizer state"
 
 
+# Plain serializers, unlike a checkpoint library, say nothing of resuming by themselves.
+_SERIALIZERS = frozenset({"pickle", "numpy", "flax_serialization"})
+
+
 class CheckpointMissingOptState(Rule):
     code = "OPX501"
 
@@ -54,6 +58,8 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
+            if site.api in _SERIALIZERS and not ckpt.restores:
+                continue  # written with a plain serializer and nothing is ever read back: an export
             if any(
                 other is not site and other.record.scope is site.record.scope and other.payload.has_opt_state()
                 for other in ckpt.saves
