@@ -151,3 +151,16 @@ def test_lint_path_imports_no_jax() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_opx108_leaves_a_decay_below_the_recommended_range_alone() -> None:
+    head = "# optax-lint: context arch=transformer\nimport optax\n"
+    # adamw's own default (1e-4, never chosen) and a small explicit decay count as none
+    assert _codes(head + "tx = optax.adamw(3e-4)\n", {"OPX108"}) == []
+    assert _codes(head + "tx = optax.adamw(3e-4, weight_decay=1e-3)\n", {"OPX108"}) == []
+    assert _codes(head + "WD = 1e-3\ntx = optax.adamw(3e-4, weight_decay=WD)\n", {"OPX108"}) == []
+    # the low end of the recommended range, and lion's own default 1e-3 is below it too
+    assert _codes(head + "tx = optax.adamw(3e-4, weight_decay=0.01)\n", {"OPX108"}) == [(3, "OPX108")]
+    assert _codes(head + "tx = optax.lion(3e-5)\n", {"OPX108"}) == []
+    # a decay known only at run time is still judged
+    assert _codes(head + "import sys\ntx = optax.adamw(3e-4, weight_decay=float(sys.argv[1]))\n", {"OPX108"}) == [(4, "OPX108")]

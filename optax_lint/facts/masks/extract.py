@@ -534,6 +534,23 @@ def decay_in_project(facts, node: TxNode) -> Optional[bool]:
     return None
 
 
+def decay_value(facts, node: TxNode) -> Optional[float]:
+    """The weight decay `node` applies: the argument as written or followed across the
+    project, or the optimizer's own default when none is passed; None when unknown (a
+    schedule, a value known only at run time)."""
+    if node.entry is None or node.args is None or node.args.has_star:
+        return None
+    from optax_lint.facts.project.evaluate import project_value
+
+    for param in ("weight_decay", "weight_decay_rate"):  # adafactor: _rate
+        if param not in node.entry.params:
+            continue
+        expr = node.args.expr(param)
+        value = node.entry.defaults.get(param) if expr is None else project_value(facts, expr, node.scope)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None
+
+
 def decay_mask_param(node: TxNode) -> Optional[str]:
     """The mask parameter of an optimizer or add_decayed_weights that decays weights."""
     if node.entry is None or node.kind not in ("alias", "transform"):

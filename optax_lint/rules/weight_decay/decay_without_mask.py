@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.masks.extract import decay_in_project, decay_mask_param
+from optax_lint.facts.masks.extract import decay_in_project, decay_mask_param, decay_value
 from optax_lint.facts.masks.param_tree import frameworks
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.rules.base import Context, Rule, describe
@@ -21,10 +21,14 @@ class DecayWithoutMask(Rule):
 
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
+        negligible = float(ctx.option("min_weight_decay"))
         candidates = []
         for pipeline in facts.pipelines:
             for node in pipeline.nodes():
                 if self._unmasked_decay(node) and decay_in_project(facts, node) is not False:
+                    value = decay_value(facts, node)
+                    if value is not None and value < negligible:
+                        continue  # adamw's default 1e-4 and the like: no regularization to aim
                     candidates.append((pipeline, node))
         if not candidates:
             return
