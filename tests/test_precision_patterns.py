@@ -241,3 +241,18 @@ def test_self_referencing_lists_and_names_stay_bounded() -> None:
     """
     run = engine.lint_text(textwrap.dedent(src), "train.py", {"OPX101", "OPX104", "OPX306"})
     assert run.internal_errors == 0
+
+
+def test_opx301_is_silent_on_a_run_no_longer_than_the_warmup_it_would_need() -> None:
+    """The protocol's warmup is 2000 steps on a Transformer from scratch and about 100 on
+    a fine-tune; a run that short has no room for a warmup and the rate after it."""
+    src = "{pragma}\nimport optax\ntx = optax.adam(3e-4)\n"
+
+    def codes(context: str) -> list:
+        return [f.code for f in lint(src.format(pragma=f"# optax-lint: context {context}"), "train.py", {"OPX301"})]
+
+    assert codes("arch=transformer steps=2000") == []
+    assert codes("arch=transformer steps=2001") == ["OPX301"]
+    assert codes("arch=transformer steps=100 fine_tune=true") == []
+    assert codes("arch=transformer steps=101 fine_tune=true") == ["OPX301"]
+    assert codes("arch=transformer") == ["OPX301"]  # the run's length is unknown

@@ -10,7 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.core.diagnostics import Severity
-from optax_lint.core.protocol_table import suggested_warmup
+from optax_lint.core.protocol_table import suggested_warmup, warmup_value
 from optax_lint.facts.schedules.analysis import (
     LrUse,
     Shape,
@@ -104,6 +104,13 @@ class MissingWarmup(Rule):
             # RL fine-tuning through a PPO-family objective: the clipped policy ratio bounds
             # every update, and such recipes start at their (small) rate.
             return
+        if not long_run and steps is not None:
+            # The protocol's warmup for this run (2000 steps on a Transformer from scratch,
+            # about 100 on a fine-tune) is as long as the run itself: no room for a warmup
+            # and the rate it warms up to; runs under 10K steps get a constant rate.
+            room = warmup_value("fine_tune_steps") if fine_tune else warmup_value("transformer_min_steps")
+            if steps <= room:
+                return
         help_text = _FINE_TUNE_HELP if fine_tune else None
         for use in constant:
             # A constant rate on a run known long only by inference, with no Transformer,
