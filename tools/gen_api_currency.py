@@ -178,7 +178,9 @@ ROWS: dict[str, dict[str, Any]] = {
         rule="OPX704", replacement="jax.lax.with_sharding_constraint"),
     "jax.experimental.maps": dict(
         rule="OPX704", kind="module", replacement="jax.shard_map",
-        hint="use jax.shard_map with a jax.sharding.Mesh (xmap was removed)"),
+        # The hint covers every name the module held, not only xmap (alpa imports its FrozenDict).
+        hint="the module is gone as a whole; xmap became jax.shard_map, its Mesh is jax.sharding.Mesh, "
+             "and a name it re-exported must be imported from where it lives now"),
     "flax.jax_utils.pmean": dict(
         rule="OPX704", probe="call:flax.jax_utils.pmean(jnp.ones(2), 'i')", probe_raises=True,
         replacement="jax.lax.pmean", fix="call",
