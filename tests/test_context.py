@@ -829,3 +829,20 @@ def test_a_run_probes_a_path_once_and_the_language_server_every_time(tmp_path):
     assert steps(batch) is None  # the run's answer stands for the run
     assert steps(server) == 88
     assert steps(project_files.ProjectFiles()) == 88  # the next run looks again
+
+
+def test_a_parameter_takes_the_value_every_call_in_the_module_passes():
+    train = "def train(training_steps, batch_size=32):\n    for i in range(training_steps):\n        state = train_step(state, batch_size)\n"
+    one_call = STEP + train + "\ndef main():\n    train(training_steps=100)\n"
+    steps = facts_of(one_call).run_context.get("steps")
+    assert steps.value == 100 and steps.confidence == "medium"
+    assert value(facts_of(STEP + train + "\ntrain(250)\ntrain(250)\n"), "steps") == 250  # positional, calls agree
+    for unknown in (
+        "\ntrain(100)\ntrain(200)\n",  # the calls disagree
+        "\ntrain(**settings)\n",  # spread keywords may hold it
+        "\n",  # no call in this module: imported and called elsewhere
+    ):
+        assert value(facts_of(STEP + train + unknown), "steps") is None, unknown
+    # a method's callers go through self.method(...): not followed
+    method = STEP + "class T:\n    def train(self, n):\n        for i in range(n):\n            state = train_step(state, 1)\n\nT().train(100)\n"
+    assert value(facts_of(method), "steps") is None

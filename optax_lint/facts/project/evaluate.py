@@ -269,11 +269,15 @@ class ConfigEvaluator(Evaluator):
 
     # -- names --------------------------------------------------------------------
     def project_name(self, word: str, scope: Scope, depth: int):
-        """A parameter (its default, as a low-confidence guess) or an imported project
-        module's value; None for the other names."""
+        """A parameter (the value its callers in this module pass, else its default as a
+        low-confidence guess) or an imported project module's value; None for the other
+        names."""
         _, bindings = lookup(word, scope)
         if len(bindings) == 1 and bindings[0].kind == "param":
             param = bindings[0].node
+            passed = self.passed_by_callers(bindings[0], depth)
+            if passed is not None:
+                return passed
             if isinstance(param, cst.Param) and param.default is not None:
                 parent = bindings[0].scope.parent or bindings[0].scope
                 found = self.eval(param.default, parent, depth)
@@ -283,6 +287,43 @@ class ConfigEvaluator(Evaluator):
         if bindings and all(b.kind == "import" for b in bindings) and len({b.qualname for b in bindings}) == 1:
             return self.imported(bindings[0].qualname or "", [], depth)
         return None
+
+    def passed_by_callers(self, binding: Binding, depth: int) -> Optional[Found]:
+        """The value every call of the parameter's function in this module passes for it
+        (`train_transformer(training_steps=100)` from `main`): what running this module
+        does, so medium confidence. None when the function has no such call, a call leaves
+        the parameter out or spreads *args/**kwargs, two calls disagree, or it is a method."""
+        fn = binding.scope
+        param = binding.node
+        if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
+            return None
+        if fn.parent is None or fn.parent.kind == "class":
+            return None
+        positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
+        index = next((i for i, p in enumerate(positional) if p is param), None)
+        found_all: list[Found] = []
+        for record in self.facts.raw.calls:
+            func = record.node.func
+            if not isinstance(func, cst.Name) or func.value != fn.name:
+                continue
+            _, targets = lookup(fn.name, record.scope)
+            if len(targets) != 1 or targets[0].node is not fn.node:
+                continue
+            args = record.node.args
+            if any(a.star for a in args):
+                return None
+            arg = next((a for a in args if a.keyword is not None and a.keyword.value == binding.name), None)
+            if arg is None and index is not None and index < len(args) and args[index].keyword is None:
+                arg = args[index]
+            if arg is None:
+                return None
+            found = self.eval(arg.value, record.scope, depth + 1)
+            if not isinstance(found, Found):
+                return None
+            found_all.append(found)
+        if not found_all or any(f.value != found_all[0].value for f in found_all[1:]):
+            return None
+        return found_all[0].capped("medium", f"passed for {binding.name} by the call of {fn.name}()")
 
     def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
         """An attribute path on a config object or a module; why a call or a subscript
