@@ -33,6 +33,8 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "bad.py").write_text(BAD)
     (tmp_path / "unsafe.py").write_text(UNSAFE_ONLY)
     (tmp_path / "broken.py").write_text("import optax\ntx = optax.chain(\n")
+    # an info finding, which does not fail the run
+    (tmp_path / "legacy.py").write_text("from flax.training import checkpoints\n\ncheckpoints.save_checkpoint('/tmp/ckpt', {'w': 1}, step=0)\n")
     (tmp_path / "dir with space").mkdir()
     (tmp_path / "dir with space" / "bad.py").write_text(BAD)
     return tmp_path
