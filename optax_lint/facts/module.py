@@ -299,6 +299,16 @@ class ModuleFacts:
         return out
 
     @functools.cached_property
+    def calls_by_bare_name(self) -> dict[str, list[CallRecord]]:
+        """Calls written as a bare name, `train(...)`, grouped by it (a parameter's value
+        is read from the calls of its function)."""
+        out: dict[str, list[CallRecord]] = {}
+        for record in self.raw.calls:
+            if isinstance(record.node.func, cst.Name):
+                out.setdefault(record.node.func.value, []).append(record)
+        return out
+
+    @functools.cached_property
     def record_of(self) -> dict[cst.Call, CallRecord]:
         return {r.node: r for r in self.raw.calls}
 

@@ -302,7 +302,9 @@ class ConfigEvaluator(Evaluator):
         positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
         index = next((i for i, p in enumerate(positional) if p is param), None)
         found_all: list[Found] = []
-        for record in self.facts.raw.calls:
+        by_name = getattr(self.facts, "calls_by_bare_name", None)
+        records = by_name.get(fn.name, ()) if by_name is not None else self.facts.raw.calls
+        for record in records:
             func = record.node.func
             if not isinstance(func, cst.Name) or func.value != fn.name:
                 continue
