@@ -517,3 +517,58 @@ def test_same_target_uses_the_manager_directory():
     assert not c.same_target(save, finetune)  # same variable name, other directory
     assert c.same_target(save, resume)  # other variable name, same directory
     assert c.same_target(helper_save, finetune)  # manager passed in: matched by its variable
+
+
+def test_opx502_other_branch_tells_exclusive_arms_apart():
+    from optax_lint.rules.checkpointing.resume_reinitializes_optimizer import other_branch
+
+    fn = cst.parse_module(textwrap.dedent("""\
+        def run():
+            if a:
+                x = 1
+                y = 2
+            elif b:
+                z = 3
+            else:
+                w = 4
+            v = 5
+        """)).body[0]
+    outer_if = fn.body.body[0]
+    x, y = outer_if.body.body
+    z = outer_if.orelse.body.body[0]
+    w = outer_if.orelse.orelse.body.body[0]
+    v = fn.body.body[1]
+    assert other_branch(fn, x, z) and other_branch(fn, z, w) and other_branch(fn, x, w)
+    assert not other_branch(fn, x, y)  # the same arm
+    assert not other_branch(fn, x, v)  # after the if: runs either way
+
+
+def test_opx502_reports_the_init_on_the_resume_arm_not_the_fresh_start_arm():
+    src = """
+        def run(model, x):
+            mngr = ocp.CheckpointManager("/tmp/run")
+            if mngr.latest_step() is not None:
+                restored = mngr.restore(mngr.latest_step())
+                params = restored["params"]
+                opt_state = tx.init(params)
+            else:
+                params = model.init(x)
+                opt_state = tx.init(params)
+            for step in range(10):
+                updates, opt_state = tx.update(params, opt_state)
+                params = optax.apply_updates(params, updates)
+                mngr.save(step, args=ocp.args.StandardSave({"params": params}))
+            return params
+        """
+    assert codes(src, ("OPX502",)) == [(7, "OPX502")]
+    # the Adam state restored under another item name counts as restored
+    kept = src.replace(
+        '                opt_state = tx.init(params)\n            else:',
+        '                opt_state = restored["optimizer_state"]\n            else:',
+    )
+    assert kept != src
+    assert codes(kept, ("OPX502",)) == []
+    # under a key that names no optimizer state, the only init left is the fresh-start arm's
+    other_key = kept.replace('restored["optimizer_state"]', 'restored["adam"]')
+    assert other_key != kept
+    assert codes(other_key, ("OPX502",)) == []

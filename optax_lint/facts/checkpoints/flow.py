@@ -10,7 +10,7 @@ import libcst as cst
 
 from optax_lint.facts.checkpoints.classify import subscript_key
 from optax_lint.facts.checkpoints.functions import LocalFunctions
-from optax_lint.facts.checkpoints.vocabulary import TRANSPARENT, TREE_MAPS
+from optax_lint.facts.checkpoints.vocabulary import TRANSPARENT, TREE_MAPS, opt_name
 from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.walker import Binding, CallRecord, Scope
 
@@ -21,6 +21,12 @@ class Use:
     node: cst.CSTNode
     path: tuple[str, ...]
     scope: Scope
+
+
+def holds_opt_state(path: tuple[str, ...]) -> bool:
+    """A path into a restored value that selects optimizer state (`["opt_state"]`,
+    `.optimizer_state`, ...)."""
+    return any(opt_name(key) for key in path)
 
 
 class Flow:
@@ -106,9 +112,9 @@ class Flow:
                 path = self.path_of(arg.value)
                 if path is None:
                     continue
-                if arg.keyword is not None and arg.keyword.value == "opt_state":
+                if arg.keyword is not None and opt_name(arg.keyword.value):
                     out.append(Use("opt_state_kw", arg.value, path, self.scope))
-                if "opt_state" in path:
+                if holds_opt_state(path):
                     out.append(Use("opt_state_path", arg.value, path, self.scope))
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "apply_gradients":
@@ -120,7 +126,7 @@ class Flow:
         for b in self._bindings():
             if b.value is not None and b.kind in ("assign", "annassign"):
                 path = self.path_of(b.value)
-                if path is not None and "opt_state" in path:
+                if path is not None and holds_opt_state(path):
                     out.append(Use("opt_state_path", b.value, path, self.scope))
         return out
 

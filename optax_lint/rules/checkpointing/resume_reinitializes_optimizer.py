@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.checkpoints.flow import Flow
+from optax_lint.facts.checkpoints.flow import Flow, holds_opt_state
 from optax_lint.facts.checkpoints.sites import CheckpointFacts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text
+from optax_lint.syntax.walker import walk
 
 _PARAMS_PATH_END = ("params", "model_params", "weights", "variables")
 
@@ -27,7 +28,7 @@ class ResumeReinitializesOptimizer(Rule):
             if flow is None:
                 continue
             uses = flow.uses()
-            if any("opt_state" in u.path or u.kind == "apply_gradients" for u in uses):
+            if any(holds_opt_state(u.path) or u.kind == "apply_gradients" for u in uses):
                 continue  # the optimizer state is restored (or the whole state is used)
             fresh = self._reinit(ctx, ckpt, flow, restore)
             if fresh is None:
@@ -53,6 +54,8 @@ class ResumeReinitializesOptimizer(Rule):
         for record in flow.calls():
             if record.scope is restore.record.scope and order.get(record.node, 0) < order.get(restore.call, 0):
                 continue  # the first init, before the restore, of a name the restore rebinds
+            if record.scope is restore.record.scope and other_branch(record.scope.node, restore.record.statement, record.statement):
+                continue  # `if ckpt: restore ... else: init`: the init never sees the restored params
             call = record.node
             func = call.func
             params_expr = None
@@ -99,3 +102,31 @@ class ResumeReinitializesOptimizer(Rule):
             if ret.node.value is not None and flow.path_of(ret.node.value) == ():
                 return True
         return False
+
+
+def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Statements `a` and `b` sit in different arms of one if/elif/else under `root`
+    (a function body), so no run executes both."""
+    for node in walk(root):
+        if not isinstance(node, cst.If):
+            continue
+        arms: list[cst.CSTNode] = [node.body]
+        orelse = node.orelse
+        while orelse is not None:
+            if isinstance(orelse, cst.If):
+                arms.append(orelse.body)
+                orelse = orelse.orelse
+            else:
+                arms.append(orelse.body)
+                orelse = None
+        where_a = next((i for i, arm in enumerate(arms) if _holds(arm, a)), None)
+        if where_a is None:
+            continue
+        where_b = next((i for i, arm in enumerate(arms) if _holds(arm, b)), None)
+        if where_b is not None and where_b != where_a:
+            return True
+    return False
+
+
+def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(n is node for n in walk(tree))
