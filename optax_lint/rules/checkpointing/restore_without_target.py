@@ -4,6 +4,7 @@ lists, and its opt_state is then used as optax state."""
 from __future__ import annotations
 
 from optax_lint.facts.checkpoints.flow import Use
+from optax_lint.facts.checkpoints.vocabulary import opt_name
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text
@@ -11,9 +12,9 @@ from optax_lint.rules.checkpointing.wording import call_text
 
 def _crash_use(use: Use) -> bool:
     if use.kind in ("update_state", "opt_state_kw"):
-        return use.path == () or use.path[-1] == "opt_state"
+        return use.path == () or opt_name(use.path[-1])
     if use.kind == "apply_gradients":
-        return use.path == () or use.path[-1] not in ("params", "opt_state")
+        return use.path == () or (use.path[-1] != "params" and not opt_name(use.path[-1]))
     return False
 
 
