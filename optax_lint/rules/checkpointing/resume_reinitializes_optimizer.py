@@ -54,8 +54,6 @@ class ResumeReinitializesOptimizer(Rule):
         for record in flow.calls():
             if record.scope is restore.record.scope and order.get(record.node, 0) < order.get(restore.call, 0):
                 continue  # the first init, before the restore, of a name the restore rebinds
-            if record.scope is restore.record.scope and other_branch(record.scope.node, restore.record.statement, record.statement):
-                continue  # `if ckpt: restore ... else: init`: the init never sees the restored params
             call = record.node
             func = call.func
             params_expr = None
@@ -84,6 +82,8 @@ class ResumeReinitializesOptimizer(Rule):
             if path is None:
                 continue
             if path == () or path[-1] in _PARAMS_PATH_END:
+                if record.scope is restore.record.scope and other_branch(record.scope.node, restore.record.statement, record.statement):
+                    continue  # `if ckpt: restore ... else: init`: the init never sees the restored params
                 return call, params_expr
         return None
 
