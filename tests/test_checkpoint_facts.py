@@ -520,7 +520,7 @@ def test_same_target_uses_the_manager_directory():
 
 
 def test_opx502_other_branch_tells_exclusive_arms_apart():
-    from optax_lint.rules.checkpointing.resume_reinitializes_optimizer import other_branch
+    from optax_lint.syntax.nodes import other_branch
 
     fn = cst.parse_module(textwrap.dedent("""\
         def run():

@@ -1,10 +1,13 @@
-"""Small questions about a single libcst node: its source text, whether it is `None`."""
+"""Small questions about libcst nodes: their source text, whether one is `None`, whether two
+statements sit in different arms of one `if`."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import libcst as cst
+
+from optax_lint.syntax.walker import walk
 
 # A node's code depends only on the module's default formatting (newline, indent),
 # so one empty module serves every node.
@@ -41,3 +44,30 @@ def spells_test_case(base: cst.BaseExpression) -> bool:
     so, which its last name tells without printing the node (asked for every class
     around every call)."""
     return isinstance(base, (cst.Name, cst.Attribute)) and not base.rpar and last_name(base).endswith("TestCase")
+
+def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Statements `a` and `b` sit in different arms of one if/elif/else under `root`
+    (a function body), so no run executes both."""
+    for node in walk(root):
+        if not isinstance(node, cst.If):
+            continue
+        arms: list[cst.CSTNode] = [node.body]
+        orelse = node.orelse
+        while orelse is not None:
+            if isinstance(orelse, cst.If):
+                arms.append(orelse.body)
+                orelse = orelse.orelse
+            else:
+                arms.append(orelse.body)
+                orelse = None
+        where_a = next((i for i, arm in enumerate(arms) if _holds(arm, a)), None)
+        if where_a is None:
+            continue
+        where_b = next((i for i, arm in enumerate(arms) if _holds(arm, b)), None)
+        if where_b is not None and where_b != where_a:
+            return True
+    return False
+
+
+def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(n is node for n in walk(tree))

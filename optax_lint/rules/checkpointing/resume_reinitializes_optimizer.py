@@ -10,7 +10,7 @@ from optax_lint.facts.checkpoints.sites import CheckpointFacts
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.restore_flow import restore_flow
 from optax_lint.rules.checkpointing.wording import call_text
-from optax_lint.syntax.walker import walk
+from optax_lint.syntax.nodes import other_branch
 
 _PARAMS_PATH_END = ("params", "model_params", "weights", "variables")
 
@@ -103,30 +103,3 @@ class ResumeReinitializesOptimizer(Rule):
                 return True
         return False
 
-
-def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-    """Statements `a` and `b` sit in different arms of one if/elif/else under `root`
-    (a function body), so no run executes both."""
-    for node in walk(root):
-        if not isinstance(node, cst.If):
-            continue
-        arms: list[cst.CSTNode] = [node.body]
-        orelse = node.orelse
-        while orelse is not None:
-            if isinstance(orelse, cst.If):
-                arms.append(orelse.body)
-                orelse = orelse.orelse
-            else:
-                arms.append(orelse.body)
-                orelse = None
-        where_a = next((i for i, arm in enumerate(arms) if _holds(arm, a)), None)
-        if where_a is None:
-            continue
-        where_b = next((i for i, arm in enumerate(arms) if _holds(arm, b)), None)
-        if where_b is not None and where_b != where_a:
-            return True
-    return False
-
-
-def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return any(n is node for n in walk(tree))
