@@ -572,3 +572,25 @@ def test_opx502_reports_the_init_on_the_resume_arm_not_the_fresh_start_arm():
     other_key = kept.replace('restored["optimizer_state"]', 'restored["adam"]')
     assert other_key != kept
     assert codes(other_key, ("OPX502",)) == []
+
+
+@pytest.mark.parametrize(
+    "helper, parsed",
+    [
+        ("from flax.training.checkpoints import save_checkpoint\n\ndef save(d, step, tree):\n    save_checkpoint(d, tree, step)\n", True),
+        ("import pickle\n\ndef save(d, step, tree):\n    with open(d, 'wb') as f:\n        pickle.dump(tree, f)\n", True),
+        # names `save` and mentions a checkpoint, but hands nothing to a checkpoint library
+        ("import json\n\ndef save(d, step, tree):\n    '''Write the metrics of a checkpoint step.'''\n    json.dump({'step': step}, open(d, 'w'))\n", False),
+    ],
+)
+def test_a_project_helper_is_parsed_only_when_its_text_names_a_checkpoint_library(tmp_path, helper, parsed):
+    from optax_lint.facts.project.files import ProjectFiles
+
+    (tmp_path / "ckpt.py").write_text(helper)
+    train = HEADER + "import ckpt\n\ndef train(params, batches):\n    for step, b in enumerate(batches):\n        ckpt.save('/tmp/c', step, params)\n"
+    (tmp_path / "train.py").write_text(train)
+    files = ProjectFiles()
+    facts = ModuleFacts(cst.parse_module(train), str(tmp_path / "train.py"), root=str(tmp_path), text=train, project_files=files)
+    facts.checkpoints  # classify the saves, reading project helpers on the way
+    assert (files.parses == 1) is parsed
+    assert (len(facts.checkpoints.saves) == 1) is parsed  # the helper's save is the caller's
