@@ -45,6 +45,7 @@ def spells_test_case(base: cst.BaseExpression) -> bool:
     around every call)."""
     return isinstance(base, (cst.Name, cst.Attribute)) and not base.rpar and last_name(base).endswith("TestCase")
 
+
 def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     """Statements `a` and `b` sit in different arms of one if/elif/else under `root`
     (a function body), so no run executes both."""

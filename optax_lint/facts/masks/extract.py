@@ -518,6 +518,14 @@ def decays(node: TxNode) -> Optional[bool]:
     return found
 
 
+# The parameter that holds an optimizer's decoupled weight decay (adafactor: `_rate`).
+_DECAY_PARAMS = ("weight_decay", "weight_decay_rate")
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def decay_in_project(facts, node: TxNode) -> Optional[bool]:
     """`decays(node)`, with an unknown weight_decay argument followed across the project
     (`config.weight_decay` set to 0.0 in the config module, a flag's default, a
@@ -527,11 +535,9 @@ def decay_in_project(facts, node: TxNode) -> Optional[bool]:
         return found
     from optax_lint.facts.project.evaluate import project_value
 
-    expr = next((e for e in (node.args.expr(p) for p in ("weight_decay", "weight_decay_rate")) if e is not None), None)  # adafactor: _rate
-    value = project_value(facts, expr, node.scope)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value != 0
-    return None
+    expr = next((e for e in (node.args.expr(p) for p in _DECAY_PARAMS) if e is not None), None)
+    value = _number(project_value(facts, expr, node.scope))
+    return None if value is None else value != 0
 
 
 def decay_value(facts, node: TxNode) -> Optional[float]:
@@ -542,13 +548,11 @@ def decay_value(facts, node: TxNode) -> Optional[float]:
         return None
     from optax_lint.facts.project.evaluate import project_value
 
-    for param in ("weight_decay", "weight_decay_rate"):  # adafactor: _rate
-        if param not in node.entry.params:
-            continue
-        expr = node.args.expr(param)
-        value = node.entry.defaults.get(param) if expr is None else project_value(facts, expr, node.scope)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    return None
+    param = next((p for p in _DECAY_PARAMS if p in node.entry.params), None)
+    if param is None:
+        return None
+    expr = node.args.expr(param)
+    return _number(node.entry.defaults.get(param) if expr is None else project_value(facts, expr, node.scope))
 
 
 def decay_mask_param(node: TxNode) -> Optional[str]:

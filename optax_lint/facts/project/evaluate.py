@@ -302,12 +302,7 @@ class ConfigEvaluator(Evaluator):
         positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
         index = next((i for i, p in enumerate(positional) if p is param), None)
         found_all: list[Found] = []
-        by_name = getattr(self.facts, "calls_by_bare_name", None)
-        records = by_name.get(fn.name, ()) if by_name is not None else self.facts.raw.calls
-        for record in records:
-            func = record.node.func
-            if not isinstance(func, cst.Name) or func.value != fn.name:
-                continue
+        for record in self.facts.calls_by_bare_name.get(fn.name, ()):
             _, targets = lookup(fn.name, record.scope)
             if len(targets) != 1 or targets[0].node is not fn.node:
                 continue

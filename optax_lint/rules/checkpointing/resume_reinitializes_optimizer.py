@@ -102,4 +102,3 @@ class ResumeReinitializesOptimizer(Rule):
             if ret.node.value is not None and flow.path_of(ret.node.value) == ():
                 return True
         return False
-

@@ -108,7 +108,7 @@ def _relative_step(step: Step) -> bool:
     learning rate scales each update by the parameter's RMS, so 1e-3 moves a weight of
     RMS 0.02 about 2e-5 per step (measured, optax 0.2.8), not 1e-3."""
     origin = step.origin
-    if origin.key.rsplit(".", 1)[-1] != "adafactor" or origin.args is None:
+    if origin.short != "adafactor" or origin.args is None:
         return False
     expr = origin.args.expr("multiply_by_parameter_scale")
     return not (isinstance(expr, cst.Name) and expr.value == "False")
