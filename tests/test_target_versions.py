@@ -115,3 +115,82 @@ def test_every_available_entry_is_a_release_not_newer_than_the_table() -> None:
     for key, since in table["available"].items():
         library, _, version = since.partition(" ")
         assert version_tuple(version) <= version_tuple(table["versions"][library]), key
+
+
+# --- the project's own dependency pins -------------------------------------------------
+
+from optax_lint.facts.project.pins import parse_requirement  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "line, excludes, allows",
+    [
+        ("flax>0.10.6,<0.11.0", "0.11.0", "0.10.9"),
+        ("flax <= 0.10.6", "0.10.7", "0.10.6"),
+        ("flax==0.10.6", "0.10.7", "0.10.6"),
+        ("flax==0.10.*", "0.11.0", "0.10.99"),
+        ("flax~=0.10.2", "0.11.0", "0.10.9"),
+        ("jax[cuda12] (<0.5)", "0.5.0", "0.4.38"),
+        ("orbax-checkpoint<0.6 ; python_version >= '3.10'", "0.6.0", "0.5.9"),
+    ],
+)
+def test_a_requirement_with_an_upper_bound_is_a_pin(line: str, excludes: str, allows: str) -> None:
+    pin = parse_requirement(line, "pyproject.toml")
+    assert pin is not None and pin.excludes(excludes) and not pin.excludes(allows)
+
+
+@pytest.mark.parametrize("line", ["flax>=0.10", "flax", "numpy<2", "flax!=0.10.1", "# flax<0.11", "flaxformer<1"])
+def test_a_requirement_without_an_upper_bound_on_a_tracked_library_is_no_pin(line: str) -> None:
+    assert parse_requirement(line, "requirements.txt") is None
+
+
+def _lint_json(path: Path, *args: str) -> list[dict]:
+    proc = _cli(path, "--no-cache", "--output-format", "json", "--exit-zero", *args)
+    return json.loads(proc.stdout)
+
+
+def test_flax_pinned_below_the_break_in_pyproject_is_a_migration_note(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["optax>=0.2", "flax>0.10.6,<0.11.0"]\n', encoding="utf-8"
+    )
+    by_line = {f["line"]: f for f in _lint_json(tmp_path / "train.py", "--select", "OPX703")}
+    assert sorted(by_line) == [5, 6]
+    assert {f["severity"] for f in by_line.values()} == {"warning"}
+    for finding in by_line.values():
+        assert "the project pins flax>0.10.6,<0.11.0 in pyproject.toml, which still accepts it" in finding["message"]
+    assert by_line[5]["fix"] is not None  # wrt= exists on both sides of the pin
+    assert by_line[6]["fix"] is None  # update(model, grads) would break the pinned flax
+    assert "needs flax 0.11.0 or newer, and the project pins flax>0.10.6,<0.11.0" in by_line[6]["help"]
+
+
+def test_a_pin_that_allows_the_break_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("flax>=0.10,<0.13\n", encoding="utf-8")
+    findings = _lint_json(tmp_path / "train.py", "--select", "OPX703")
+    assert [f["severity"] for f in findings] == ["error", "error"]
+    assert all("TypeError in flax" in f["message"] for f in findings)
+
+
+def test_configured_target_outranks_the_pin_and_lowers_the_severity(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["flax<0.13"]\n\n[tool.optax-lint]\ntarget-versions = {flax = "0.10.6"}\n',
+        encoding="utf-8",
+    )
+    findings = _lint_json(tmp_path / "train.py", "--select", "OPX703")
+    assert [f["severity"] for f in findings] == ["warning", "warning"]
+    assert all("the target is flax 0.10.6 (target-versions), which still accepts it" in f["message"] for f in findings)
+
+
+def test_a_removed_jax_api_under_a_jax_pinned_before_the_removal(tmp_path: Path) -> None:
+    source = "import jax\n\n\ndef replicate(x, devices):\n    return jax.device_put_replicated(x, devices)\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("# runtime\njax[tpu]==0.4.30\noptax\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
+    assert finding["severity"] == "warning"
+    assert ("is removed from jax 0.10.0 (AttributeError there); the project pins jax==0.4.30 in requirements.txt, "
+            "which still has it") in finding["message"]
+    (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
+    assert finding["severity"] == "error" and "was removed (AttributeError in jax" in finding["message"]

@@ -39,13 +39,36 @@ def target_of(library: str, configured: Mapping[str, str]) -> str:
     return str(load_table("api_currency").get("versions", {}).get(library, ""))
 
 
-def missing_in_target(key: str, configured: Mapping[str, str]) -> Optional[str]:
+def predating_target(library: str, version: str, configured: Mapping[str, str], pins: Mapping[str, object]) -> Optional[str]:
+    """A phrase naming the release the code targets when it predates `version` (the
+    release an API broke in), else None. The target: `target-versions`, else the upper
+    bound the project's own dependencies declare (`pins`, facts/project/pins.py), else
+    the installed release."""
+    if configured.get(library):
+        if version_tuple(configured[library]) < version_tuple(version):
+            return f"the target is {library} {configured[library]} (target-versions)"
+        return None
+    pin = pins.get(library)
+    if pin is not None:
+        return pin.describe() if pin.excludes(version) else None
+    installed = installed_version("orbax-checkpoint" if library == "orbax" else library)
+    if installed and version_tuple(installed) < version_tuple(version):
+        return f"the installed release is {library} {installed}"
+    return None
+
+
+def missing_in_target(key: str, configured: Mapping[str, str], pins: Optional[Mapping[str, object]] = None) -> Optional[str]:
     """None when the API `key` (a path, `callable(keyword=)` or a call form from the
-    table's [available]) exists in the target release, else a sentence saying what it needs."""
+    table's [available]) exists in the target release, else a sentence saying what it
+    needs. Without `target-versions`, a project whose own dependencies keep the library
+    below that release (`pins`) is the target before the installed release is."""
     since = load_table("api_currency").get("available", {}).get(key)
     if not since:
         return None
     library, _, version = since.partition(" ")
+    pin = (pins or {}).get(library)
+    if not configured.get(library) and pin is not None:
+        return f"it needs {library} {version} or newer, and {pin.describe()}" if pin.excludes(version) else None
     target = target_of(library, configured)
     if not target or version_tuple(target) >= version_tuple(version):
         return None

@@ -214,6 +214,13 @@ class ModuleFacts:
         return Project(self)
 
     @functools.cached_property
+    def declared_pins(self) -> dict:
+        """library -> the upper bound the project's own dependencies put on it."""
+        from optax_lint.facts.project.pins import read_declared_pins
+
+        return read_declared_pins(self)
+
+    @functools.cached_property
     def model_index(self) -> ModelIndex:
         """The model classes this file defines or imports, for the architecture."""
         from optax_lint.facts.context.models import ModelIndex

@@ -14,7 +14,7 @@ from optax_lint.facts.api_currency import (
     table_for,
 )
 from optax_lint.facts.file_role import belongs_to
-from optax_lint.rules.api_currency.references import gated, report_references
+from optax_lint.rules.api_currency.references import gated, older_target, report_references
 from optax_lint.rules.api_currency.rewrites import as_keyword, spell
 from optax_lint.rules.api_currency.wording import code_text
 from optax_lint.rules.base import Context, Rule, describe
@@ -54,29 +54,34 @@ class LegacyFlaxOptimizerApi(Rule):
                 new_first = cst.Arg(value=cst.Name(model), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                 fix = fixes.replace(call, call.with_changes(args=[new_first, *call.args]))
             fix, title, help_text = gated(ctx, fix, "flax.nnx.Optimizer.update(model, grads)", f"Pass {model} as the first argument")
+            older = older_target(ctx, "flax", since)
             finding = ctx.report(
                 call,
                 subject=code_text(call),
-                state=f"passes only the gradients (TypeError in {version}: nnx.Optimizer.update "
-                      f"takes (model, grads) since flax {since})",
+                state=_state(f"passes only the gradients (TypeError in {version}: nnx.Optimizer.update "
+                             f"takes (model, grads) since flax {since})",
+                             f"passes only the gradients (a TypeError from flax {since}, where nnx.Optimizer.update "
+                             f"takes (model, grads))", older),
                 advice=f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)",
                 fix=fix,
                 fix_title=title,
                 help=help_text,
             )
-            finding.severity = Severity.ERROR
+            finding.severity = _severity(older)
         for read in facts_model_reads(facts):
             if optimizer_origin(facts, read.node.value, read.scope) is None:
                 continue
+            older = older_target(ctx, "flax", since)
             finding = ctx.report(
                 read.node,
                 subject=code_text(read.node),
-                state=f"does not exist (AttributeError in {version}: nnx.Optimizer keeps no model "
-                      f"since flax {since})",
+                state=_state(f"does not exist (AttributeError in {version}: nnx.Optimizer keeps no model "
+                             f"since flax {since})",
+                             f"is gone from flax {since} (an AttributeError there: nnx.Optimizer keeps no model)", older),
                 advice="keep your own reference to the model, or build nnx.ModelAndOptimizer, "
                        "which still has .model",
             )
-            finding.severity = Severity.ERROR
+            finding.severity = _severity(older)
 
     def _construction(self, ctx: Context, record, version: str, since: str) -> None:
         call = record.node
@@ -99,16 +104,29 @@ class LegacyFlaxOptimizerApi(Rule):
         else:
             return
         fix, title, help_text = gated(ctx, fix, "flax.nnx.Optimizer(wrt=)", title if fix is not None else "")
+        older = older_target(ctx, "flax", since)
         finding = ctx.report(
             call,
             subject=code_text(call),
-            state=f"has no wrt= keyword (TypeError in {version}: wrt is required since flax {since})",
+            state=_state(f"has no wrt= keyword (TypeError in {version}: wrt is required since flax {since})",
+                         f"has no wrt= keyword (a TypeError from flax {since}, where wrt became required)", older),
             advice=advice,
             fix=fix,
             fix_title=title,
             help=help_text,
         )
-        finding.severity = Severity.ERROR
+        finding.severity = _severity(older)
+
+
+def _state(now: str, later: str, older) -> str:
+    """The state on the tabled flax, or, when the code targets an older flax (`older`
+    names it), the break it meets on upgrading."""
+    return now if older is None else f"{later}; {older}, which still accepts it"
+
+
+def _severity(older) -> Severity:
+    # It raises on the tabled flax; on the release the code targets it still runs.
+    return Severity.ERROR if older is None else Severity.WARNING
 
 
 def facts_model_reads(facts):

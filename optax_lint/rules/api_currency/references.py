@@ -3,12 +3,13 @@ the replacement is safe to import from this file and exists in the target versio
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
-from optax_lint.core.diagnostics import Applicability
-from optax_lint.core.target_versions import missing_in_target
+from optax_lint.core.diagnostics import Applicability, Severity
+from optax_lint.core.target_versions import missing_in_target, predating_target
 from optax_lint.facts.api_currency import Entry, Reference, table_for
 from optax_lint.facts.file_role import owning_package
 from optax_lint.rules.api_currency.rewrites import (
@@ -20,6 +21,7 @@ from optax_lint.rules.api_currency.rewrites import (
 from optax_lint.rules.api_currency.wording import (
     advice_text,
     code_text,
+    exception_name,
     severity,
     state_text,
 )
@@ -106,10 +108,28 @@ def gated(ctx: Context, fix, key: str, title: str) -> tuple[Optional[fixes.Modul
     release (`target-versions`), with a help line that says so."""
     if fix is None:
         return None, None, None
-    missing = missing_in_target(key, ctx.options.get("target_versions") or {})
+    missing = missing_in_target(key, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
     if missing is None:
         return fix, title, None
     return None, None, f"{title} when you no longer support older releases: {missing}"
+
+
+def older_target(ctx: Context, library: str, version: str) -> Optional[str]:
+    """A phrase naming the code's target release when it predates `version`, the release
+    an API broke in (`target-versions`, else the project's own dependency pins, else the
+    installed release): there the finding is a migration note, not a crash."""
+    if not version:
+        return None
+    return predating_target(library, version, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
+
+
+_REMOVED_IN = re.compile(r"removed (?:in|for) (?:[a-z]+ )?(\d+(?:\.\d+)+)")
+
+
+def removal_version(entry: Entry) -> str:
+    """The release an entry's API was removed in, when the table records it."""
+    match = _REMOVED_IN.search(entry.since or "")
+    return match.group(1) if match else ""
 
 
 def report_references(ctx: Context, code: str) -> None:
@@ -122,14 +142,21 @@ def report_references(ctx: Context, code: str) -> None:
         fix, title, help_text = gated(
             ctx, _reference_fix(ref, entry, ctx.facts.path), entry.replacement, f"Replace with {entry.replacement}"
         )
+        state, older = state_text(entry, table), None
+        if entry.status == "removed":
+            removed_in = removal_version(entry)
+            older = older_target(ctx, entry.library, removed_in)
+            if older is not None:
+                state = (f"is removed from {entry.library} {removed_in} ({exception_name(entry.observed)} there); "
+                         f"{older}, which still has it")
         finding = ctx.report(
             ref.node,
             subject=_spelled(ref),
-            state=state_text(entry, table),
+            state=state,
             advice=advice_text(entry),
             fix=fix,
             fix_title=title,
             applicability=Applicability.SAFE if fix is not None else None,
             help=help_text,
         )
-        finding.severity = severity(entry.status == "removed")
+        finding.severity = Severity.WARNING if older is not None else severity(entry.status == "removed")

@@ -1,0 +1,127 @@
+"""The library releases a project says it runs on: the upper bounds its own
+pyproject.toml (`[project] dependencies`) or requirements.txt puts on jax, flax, optax
+and orbax. `flax>0.10.6,<0.11.0` means no release from 0.11.0 on, so code written for
+0.10 is not broken for that project: an API-currency finding about a break at 0.11.0
+is a migration note there, not a crash. Read only when such a finding is made."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from optax_lint.core.target_versions import version_tuple
+
+# Distribution name (normalised) -> the library name the currency table uses.
+_DISTRIBUTIONS = {"jax": "jax", "flax": "flax", "optax": "optax", "orbax-checkpoint": "orbax", "orbax": "orbax"}
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:\(([^)]*)\)|([^;#@]*))")
+_SPECIFIER = re.compile(r"^\s*(===|==|~=|<=|<|!=|>=|>)\s*([0-9][0-9A-Za-z.*+!-]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Pin:
+    library: str  # jax | flax | optax | orbax
+    ceiling: tuple[int, ...]  # the first release the project does not allow ...
+    inclusive: bool  # ... or, when True, the last one it does
+    text: str  # the requirement as written: "flax>0.10.6,<0.11.0"
+    where: str  # "pyproject.toml" | "requirements.txt"
+
+    def excludes(self, version: str) -> bool:
+        """Whether no release the project allows is `version` or newer."""
+        wanted = version_tuple(version)
+        return wanted > self.ceiling if self.inclusive else wanted >= self.ceiling
+
+    def describe(self) -> str:
+        return f"the project pins {self.text} in {self.where}"
+
+
+def _ceiling(op: str, version: str) -> Optional[tuple[tuple[int, ...], bool]]:
+    """(bound, inclusive) for one specifier with an upper bound, else None."""
+    if op == "<":
+        return version_tuple(version), False
+    if op in ("<=", "===") or (op == "==" and "*" not in version):
+        return version_tuple(version), True
+    parts = [p for p in version.split(".") if p and p != "*"]
+    if op == "==":  # ==0.10.* : everything below 0.11
+        digits = [int(re.match(r"\d+", p).group()) for p in parts if re.match(r"\d+", p)]
+        if not digits:
+            return None
+        digits[-1] += 1
+        return version_tuple(".".join(map(str, digits))), False
+    if op == "~=":  # ~=0.10.6 : >=0.10.6, <0.11 ; ~=1.2 : <2
+        digits = [int(re.match(r"\d+", p).group()) for p in parts if re.match(r"\d+", p)]
+        if len(digits) < 2:
+            return None
+        head = digits[:-1]
+        head[-1] += 1
+        return version_tuple(".".join(map(str, head))), False
+    return None
+
+
+def parse_requirement(line: str, where: str) -> Optional[Pin]:
+    """The upper bound a PEP 508 requirement line puts on a tracked library, if any."""
+    match = _REQUIREMENT.match(line)
+    if not match:
+        return None
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    library = _DISTRIBUTIONS.get(name)
+    if library is None:
+        return None
+    specifiers = (match.group(2) or match.group(3) or "").strip()
+    best: Optional[tuple[tuple[int, ...], bool]] = None
+    for spec in specifiers.split(","):
+        parsed = _SPECIFIER.match(spec)
+        if not parsed:
+            continue
+        bound = _ceiling(*parsed.groups())
+        if bound is None:
+            continue
+        # The tighter bound: the lower number; at equal numbers the exclusive one.
+        if best is None or bound[0] < best[0] or (bound[0] == best[0] and not bound[1]):
+            best = bound
+    if best is None:
+        return None
+    return Pin(library, best[0], best[1], f"{match.group(1)}{specifiers.replace(' ', '')}", where)
+
+
+def _pyproject_requirements(text: str) -> list[str]:
+    from optax_lint.core.catalogue import toml_parser
+
+    parser = toml_parser()
+    try:
+        data = parser.loads(text)
+    except (parser.TOMLDecodeError, RecursionError):
+        return []
+    project = data.get("project") if isinstance(data, dict) else None
+    deps = project.get("dependencies") if isinstance(project, dict) else None
+    return [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+
+
+def _requirements_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
+
+
+def read_declared_pins(facts) -> dict[str, Pin]:
+    """library -> Pin from the nearest folder, at or above the linted file and inside its
+    project, that holds a pyproject.toml with dependencies or a requirements.txt."""
+    pins: dict[str, Pin] = {}
+    project = facts.project
+    root, here = project.root, project.dir
+    while here and root and (here == root or here.startswith(root.rstrip(os.sep) + os.sep)):
+        found = False
+        for name, read in (("pyproject.toml", _pyproject_requirements), ("requirements.txt", _requirements_lines)):
+            path = os.path.join(here, name)
+            if not project.files.isfile(path):
+                continue
+            text = project.text_of(path)
+            lines = read(text) if text else []
+            found = found or bool(lines)
+            for line in lines:
+                pin = parse_requirement(line, name)
+                if pin is not None and pin.library not in pins:
+                    pins[pin.library] = pin
+        if found or here == root:
+            break
+        here = os.path.dirname(here)
+    return pins
