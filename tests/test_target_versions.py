@@ -194,3 +194,26 @@ def test_a_removed_jax_api_under_a_jax_pinned_before_the_removal(tmp_path: Path)
     (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
     assert finding["severity"] == "error" and "was removed (AttributeError in jax" in finding["message"]
+
+
+def test_poetry_setup_py_and_extras_are_read_as_written(tmp_path: Path) -> None:
+    from optax_lint.facts.project import pins
+
+    poetry = '[tool.poetry.dependencies]\npython = "^3.9"\njax = "^0.4.8"\nflax = {version = "~0.6.8", optional = true}\noptax = "0.1.4"\n'
+    found = {line.split("<")[0].split("=")[0]: (line, shown) for line, _, shown in pins._pyproject_requirements(poetry)}
+    assert found["jax"] == ("jax<0.5.0", 'jax = "^0.4.8"')
+    assert found["flax"] == ("flax<0.7.0", 'flax = "~0.6.8"')
+    assert found["optax"] == ("optax==0.1.4", 'optax = "0.1.4"')
+    assert pins._caret_or_tilde("^", "1.2.3") == (2, 0, 0) and pins._caret_or_tilde("^", "0.0.3") == (0, 0, 4)
+    extras = '[project]\nname = "x"\ndependencies = ["numpy"]\n[project.optional-dependencies]\njax = ["jax==0.4.8", "optax==0.1.4"]\n'
+    assert ("jax==0.4.8", "pyproject.toml (extra 'jax')") in pins._pyproject_requirements(extras)
+    setup = 'reqs = ["numpy", "jax==0.3.22", "flax==0.6.2"]\nsetup(name="x", install_requires=reqs, description="jax>=0 fan")\n'
+    assert [r for r, _ in pins._setup_py_requirements(setup)] == ["jax==0.3.22", "flax==0.6.2"]
+    assert pins._setup_py_requirements("def broken(:\n") == []
+
+    source = "import jax\n\n\ndef replicate(x, devices):\n    return jax.device_put_replicated(x, devices)\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(poetry, encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
+    assert finding["severity"] == "warning"
+    assert 'the project pins jax = "^0.4.8" in pyproject.toml (Poetry), which still has it' in finding["message"]

@@ -1,6 +1,7 @@
 """The library releases a project says it runs on: the upper bounds its own
-pyproject.toml (`[project] dependencies`) or requirements.txt puts on jax, flax, optax
-and orbax. `flax>0.10.6,<0.11.0` means no release from 0.11.0 on, so code written for
+dependencies put on jax, flax, optax and orbax (pyproject.toml's `[project]`
+dependencies, Poetry's, then its extras; setup.py's requirement strings; then
+requirements.txt). `flax>0.10.6,<0.11.0` means no release from 0.11.0 on, so code written for
 0.10 is not broken for that project: an API-currency finding about a break at 0.11.0
 is a migration note there, not a crash. Read only when such a finding is made."""
 
@@ -59,7 +60,7 @@ def _ceiling(op: str, version: str) -> Optional[tuple[tuple[int, ...], bool]]:
     return None
 
 
-def parse_requirement(line: str, where: str) -> Optional[Pin]:
+def parse_requirement(line: str, where: str, shown: Optional[str] = None) -> Optional[Pin]:
     """The upper bound a PEP 508 requirement line puts on a tracked library, if any."""
     match = _REQUIREMENT.match(line)
     if not match:
@@ -82,10 +83,47 @@ def parse_requirement(line: str, where: str) -> Optional[Pin]:
             best = bound
     if best is None:
         return None
-    return Pin(library, best[0], best[1], f"{match.group(1)}{specifiers.replace(' ', '')}", where)
+    return Pin(library, best[0], best[1], shown or f"{match.group(1)}{specifiers.replace(' ', '')}", where)
 
 
-def _pyproject_requirements(text: str) -> list[str]:
+def _caret_or_tilde(op: str, version: str) -> Optional[tuple[int, ...]]:
+    """Poetry's ^ and ~ as an exclusive bound: ^0.4.8 < 0.5.0, ^1.2 < 2.0.0, ~1.2.3 < 1.3.0."""
+    digits = [int(d) for d in re.findall(r"\d+", version)[:3]]
+    if not digits:
+        return None
+    if op == "^":
+        first = next((i for i, d in enumerate(digits) if d != 0), len(digits) - 1)
+        head = digits[: first + 1]
+    else:
+        head = digits[:2] if len(digits) > 1 else digits[:1]
+    head[-1] += 1
+    return version_tuple(".".join(map(str, head)))
+
+
+def _poetry_requirement(name: str, constraint: object) -> Optional[tuple[str, str]]:
+    """A Poetry dependency (`jax = "^0.4.8"`, `flax = {version = "~0.6"}`) as a PEP 508
+    line with the same upper bound, and as written; or None."""
+    if isinstance(constraint, dict):
+        constraint = constraint.get("version")
+    if not isinstance(constraint, str):
+        return None
+    specs = []
+    for part in constraint.split(","):
+        part = part.strip()
+        if part.startswith(("^", "~")) and not part.startswith("~="):
+            bound = _caret_or_tilde(part[0], part[1:])
+            if bound is not None:
+                specs.append("<" + ".".join(map(str, bound)))
+        elif re.match(r"^[0-9]", part):  # a bare version is an exact one
+            specs.append("==" + part)
+        elif part:
+            specs.append(part)
+    return (f"{name}{','.join(specs)}", f'{name} = "{constraint}"') if specs else None
+
+
+def _pyproject_requirements(text: str) -> list[tuple]:
+    """(requirement, where) from [project] dependencies, Poetry's dependencies, then the
+    optional dependencies (an extra such as `jax = ["jax==0.4.8"]` is how the code runs)."""
     from optax_lint.core.catalogue import toml_parser
 
     parser = toml_parser()
@@ -93,13 +131,65 @@ def _pyproject_requirements(text: str) -> list[str]:
         data = parser.loads(text)
     except (parser.TOMLDecodeError, RecursionError):
         return []
-    project = data.get("project") if isinstance(data, dict) else None
-    deps = project.get("dependencies") if isinstance(project, dict) else None
-    return [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+    if not isinstance(data, dict):
+        return []
+    out: list[tuple] = []  # (requirement, where[, as written])
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    deps = project.get("dependencies")
+    if isinstance(deps, list):
+        out += [(d, "pyproject.toml") for d in deps if isinstance(d, str)]
+    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    poetry_deps = poetry.get("dependencies")
+    if isinstance(poetry_deps, dict):
+        for name, constraint in poetry_deps.items():
+            poetry_line = _poetry_requirement(str(name), constraint)
+            if poetry_line is not None:
+                out.append((poetry_line[0], "pyproject.toml (Poetry)", poetry_line[1]))
+    extras = project.get("optional-dependencies")
+    if isinstance(extras, dict):
+        for group, lines in extras.items():
+            if isinstance(lines, list):
+                out += [(d, f"pyproject.toml (extra {group!r})") for d in lines if isinstance(d, str)]
+    return out
 
 
-def _requirements_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
+def _setup_py_requirements(text: str) -> list[tuple[str, str]]:
+    """String literals of setup.py that are whole requirements (`"jax==0.3.22"`), read
+    with CPython's parser: setup.py is never run."""
+    import ast
+
+    from optax_lint.syntax.parsing import parse_ast
+
+    try:
+        tree = parse_ast(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [
+        (node.value, "setup.py") for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _WHOLE.match(node.value)
+    ]
+
+
+_WHOLE = re.compile(
+    r"^\s*(jax|flax|optax|orbax|orbax[-_.]checkpoint)\s*(\[[^\]]*\])?\s*"
+    r"(?:(?:===|==|~=|<=|>=|!=|<|>)\s*[0-9][0-9A-Za-z.*+!-]*\s*,?\s*)+(?:;.*)?$",
+    re.I,
+)
+
+
+def _requirements_lines(text: str) -> list[tuple[str, str]]:
+    return [
+        (line, "requirements.txt") for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith(("#", "-"))
+    ]
+
+
+_SOURCES = (
+    ("pyproject.toml", _pyproject_requirements),
+    ("setup.py", _setup_py_requirements),
+    ("requirements.txt", _requirements_lines),
+)
 
 
 def read_declared_pins(facts) -> dict[str, Pin]:
@@ -110,15 +200,15 @@ def read_declared_pins(facts) -> dict[str, Pin]:
     root, here = project.root, project.dir
     while here and root and (here == root or here.startswith(root.rstrip(os.sep) + os.sep)):
         found = False
-        for name, read in (("pyproject.toml", _pyproject_requirements), ("requirements.txt", _requirements_lines)):
+        for name, read in _SOURCES:
             path = os.path.join(here, name)
             if not project.files.isfile(path):
                 continue
             text = project.text_of(path)
             lines = read(text) if text else []
             found = found or bool(lines)
-            for line in lines:
-                pin = parse_requirement(line, name)
+            for line, where, *shown in lines:
+                pin = parse_requirement(line, where, *shown)
                 if pin is not None and pin.library not in pins:
                     pins[pin.library] = pin
         if found or here == root:
