@@ -158,7 +158,7 @@ def test_flax_pinned_below_the_break_in_pyproject_is_a_migration_note(tmp_path: 
     assert sorted(by_line) == [5, 6]
     assert {f["severity"] for f in by_line.values()} == {"warning"}
     for finding in by_line.values():
-        assert "the project pins flax>0.10.6,<0.11.0 in pyproject.toml, which still accepts it" in finding["message"]
+        assert "the project pins flax>0.10.6,<0.11.0 in pyproject.toml, which still accepts it: when you upgrade past it, " in finding["message"]
     assert by_line[5]["fix"] is not None  # wrt= exists on both sides of the pin
     assert by_line[6]["fix"] is None  # update(model, grads) would break the pinned flax
     assert "needs flax 0.11.0 or newer, and the project pins flax>0.10.6,<0.11.0" in by_line[6]["help"]
@@ -190,7 +190,7 @@ def test_a_removed_jax_api_under_a_jax_pinned_before_the_removal(tmp_path: Path)
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
     assert finding["severity"] == "warning"
     assert ("is removed from jax 0.10.0 (AttributeError there); the project pins jax==0.4.30 in requirements.txt, "
-            "which still has it") in finding["message"]
+            "which still has it: when you upgrade past it, use ") in finding["message"]
     (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
     assert finding["severity"] == "error" and "was removed (AttributeError in jax" in finding["message"]

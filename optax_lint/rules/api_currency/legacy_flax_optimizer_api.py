@@ -62,7 +62,7 @@ class LegacyFlaxOptimizerApi(Rule):
                              f"takes (model, grads) since flax {since})",
                              f"passes only the gradients (a TypeError from flax {since}, where nnx.Optimizer.update "
                              f"takes (model, grads))", older),
-                advice=f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)",
+                advice=_when(older, f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)"),
                 fix=fix,
                 fix_title=title,
                 help=help_text,
@@ -78,8 +78,8 @@ class LegacyFlaxOptimizerApi(Rule):
                 state=_state(f"does not exist (AttributeError in {version}: nnx.Optimizer keeps no model "
                              f"since flax {since})",
                              f"is gone from flax {since} (an AttributeError there: nnx.Optimizer keeps no model)", older),
-                advice="keep your own reference to the model, or build nnx.ModelAndOptimizer, "
-                       "which still has .model",
+                advice=_when(older, "keep your own reference to the model, or build nnx.ModelAndOptimizer, "
+                                    "which still has .model"),
             )
             finding.severity = _severity(older)
 
@@ -110,7 +110,7 @@ class LegacyFlaxOptimizerApi(Rule):
             subject=code_text(call),
             state=_state(f"has no wrt= keyword (TypeError in {version}: wrt is required since flax {since})",
                          f"has no wrt= keyword (a TypeError from flax {since}, where wrt became required)", older),
-            advice=advice,
+            advice=_when(older, advice),
             fix=fix,
             fix_title=title,
             help=help_text,
@@ -122,6 +122,11 @@ def _state(now: str, later: str, older) -> str:
     """The state on the tabled flax, or, when the code targets an older flax (`older`
     names it), the break it meets on upgrading."""
     return now if older is None else f"{later}; {older}, which still accepts it"
+
+
+def _when(older, advice: str) -> str:
+    # The replacement may not exist in the release the code targets: advice for the upgrade.
+    return advice if older is None else f"when you upgrade past it, {advice}"
 
 
 def _severity(older) -> Severity:

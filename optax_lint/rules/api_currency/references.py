@@ -153,7 +153,7 @@ def report_references(ctx: Context, code: str) -> None:
             ref.node,
             subject=_spelled(ref),
             state=state,
-            advice=advice_text(entry),
+            advice=advice_text(entry) if older is None else f"when you upgrade past it, {advice_text(entry)}",
             fix=fix,
             fix_title=title,
             applicability=Applicability.SAFE if fix is not None else None,
