@@ -72,6 +72,11 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
         lines.append("  not analysable:")
         for node, text in blocked:
             lines.append(f"    {path}:{line_of(facts, node)} {text}")
+    pins = facts.declared_pins
+    if pins:
+        # The releases API-currency findings are judged against (OPX701-OPX704).
+        shown = "; ".join(f"{p.text} ({p.where})" for p in pins.values())
+        lines.append(f"  library pins: {shown}: API changes after them are migration notes")
     if context.problems:
         lines.append("  ignored:")
         for location, message in context.problems:

@@ -217,3 +217,12 @@ def test_poetry_setup_py_and_extras_are_read_as_written(tmp_path: Path) -> None:
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
     assert finding["severity"] == "warning"
     assert 'the project pins jax = "^0.4.8" in pyproject.toml (Poetry), which still has it' in finding["message"]
+
+
+def test_show_context_names_the_pins_it_judges_against(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("flax==0.10.*\njax<0.5  # old TPU pods\n", encoding="utf-8")
+    out = _cli(tmp_path / "train.py", "--show-context").stdout
+    assert "library pins: flax==0.10.* (requirements.txt); jax<0.5 (requirements.txt): API changes after them are migration notes" in out
+    (tmp_path / "requirements.txt").write_text("flax\n", encoding="utf-8")
+    assert "library pins" not in _cli(tmp_path / "train.py", "--show-context").stdout
