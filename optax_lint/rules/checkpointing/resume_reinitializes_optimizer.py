@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.continues import trains_after
 from optax_lint.facts.checkpoints.flow import Flow, holds_opt_state
 from optax_lint.facts.checkpoints.sites import CheckpointFacts
 from optax_lint.rules.base import Context, Rule
@@ -33,9 +34,12 @@ class ResumeReinitializesOptimizer(Rule):
             fresh = self._reinit(ctx, ckpt, flow, restore)
             if fresh is None:
                 continue
-            call, params_expr = fresh
+            record, params_expr = fresh
+            call = record.node
             if self._escapes(flow, params_expr):
                 continue
+            if not trains_after(ctx.facts, record):
+                continue  # the rebuilt state is evaluated or exported, never trained: no resume
             replaced = isinstance(call.func, cst.Attribute) and call.func.attr.value == "replace"
             ctx.report(
                 call,
@@ -84,7 +88,7 @@ class ResumeReinitializesOptimizer(Rule):
             if path == () or path[-1] in _PARAMS_PATH_END:
                 if record.scope is restore.record.scope and other_branch(record.scope.node, restore.record.statement, record.statement):
                     continue  # `if ckpt: restore ... else: init`: the init never sees the restored params
-                return call, params_expr
+                return record, params_expr
         return None
 
     @staticmethod

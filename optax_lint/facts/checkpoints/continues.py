@@ -1,0 +1,136 @@
+"""Whether training goes on after a point in the file. A resume is a restore that
+training continues from: a trainer that reloads its best epoch's params once training
+is over (`trainer.train_model(...)`, then `trainer.load_model()`, then an evaluation)
+rebuilds a state nothing trains, and loses no optimizer state."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from optax_lint.facts.context.loops import training_loops
+from optax_lint.syntax.nodes import node_code
+from optax_lint.syntax.walker import Scope
+
+# How many callers up a restore helper's use is followed (load -> resume_or_init -> main).
+_CALLER_DEPTH = 2
+
+
+def _function(scope: Optional[Scope]) -> Optional[Scope]:
+    """The function (or the module) a scope's code runs in."""
+    while scope is not None and scope.kind not in ("function", "module"):
+        scope = scope.parent
+    return scope
+
+
+class _Training:
+    """The training loops of a module, and the functions that run one (directly, or by
+    calling such a function: `train_model` calls `train_epoch`, whose loop steps)."""
+
+    def __init__(self, facts) -> None:
+        self.facts = facts
+        self.order = facts.call_order
+        self.loops = [(_function(loop.scope), call) for loop, call in training_loops(facts.inference)]
+        self.functions: set = {scope.node for scope, _ in self.loops if scope is not None and scope.kind == "function"}
+        self.names: set = set()
+        self.calls_by_function: dict = {}
+        for record in facts.raw.calls:
+            self.calls_by_function.setdefault(id(_function(record.scope)), []).append(record)
+        self._close()
+
+    def _close(self) -> None:
+        """Add the functions that call a training function, until nothing changes."""
+        scopes = {}
+        for record in self.facts.raw.calls:
+            fn = _function(record.scope)
+            if fn is not None and fn.kind == "function":
+                scopes[fn.node] = fn
+        for _ in range(4):
+            self.names = {scopes[node].name for node in self.functions if node in scopes}
+            grown = {
+                fn.node for fn in scopes.values()
+                if fn.node not in self.functions
+                and any(self._trains(record) for record in self.calls_by_function.get(id(fn), ()))
+            }
+            if not grown:
+                return
+            self.functions |= grown
+        self.names = {scopes[node].name for node in self.functions if node in scopes}
+
+    def _trains(self, record) -> bool:
+        """The call runs a training function: by its name (`train_model(...)`,
+        `trainer.train_model(...)`, `self.train_epoch(...)`)."""
+        func = record.node.func
+        if isinstance(func, cst.Name):
+            return func.value in self.names
+        return isinstance(func, cst.Attribute) and func.attr.value in self.names
+
+    def after(self, fn: Scope, position: int, receiver: Optional[str] = None) -> bool:
+        """A training loop, or a call that runs one, later in `fn` than `position`. With a
+        `receiver` (`trainer`), only a training method called on that object counts: the
+        state a method rebuilt lives in its object, and another trainer's run is not its."""
+        if receiver is None:
+            for scope, call in self.loops:
+                if scope is fn and self.order.get(call, -1) > position:
+                    return True
+        for record in self.calls_by_function.get(id(fn), ()):
+            if self.order.get(record.node, -1) <= position or not self._trains(record):
+                continue
+            func = record.node.func
+            if receiver is None or (isinstance(func, cst.Attribute) and node_code(func.value) == receiver):
+                return True
+        return False
+
+    def callers(self, fn: Scope) -> list:
+        """Calls of `fn` in this module: by its name, or, for a method, as `obj.fn(...)`."""
+        method = _is_method(fn)
+        out = []
+        for record in self.facts.raw.calls:
+            func = record.node.func
+            if isinstance(func, cst.Name) and func.value == fn.name and not method:
+                out.append(record)
+            elif isinstance(func, cst.Attribute) and func.attr.value == fn.name and method:
+                out.append(record)
+        return out
+
+
+def _is_method(fn: Scope) -> bool:
+    return fn.parent is not None and fn.parent.kind == "class"
+
+
+def trains_after(facts, record) -> bool:
+    """Training runs after the call `record`: later in its own function (or module); for
+    a method, after `obj.method()` in a caller, by a training method of the same `obj`;
+    for a function, after a call of it in a caller, up to two callers up. False when no
+    path from it reaches a training step, or when nothing in the file calls it."""
+    training = _Training(facts)
+    fn = _function(record.scope)
+    if fn is None:
+        return False
+    if training.after(fn, training.order.get(record.node, -1)):
+        return True
+    if _is_method(fn):
+        for call in training.callers(fn):
+            caller = _function(call.scope)
+            receiver = node_code(call.node.func.value)
+            if caller is not None and training.after(caller, training.order.get(call.node, -1), receiver):
+                return True
+        return False
+    frontier, seen = [fn], {id(fn)}
+    for _ in range(_CALLER_DEPTH):
+        upper = []
+        for callee in frontier:
+            if callee.kind != "function" or _is_method(callee):
+                continue
+            for call in training.callers(callee):
+                caller = _function(call.scope)
+                if caller is None:
+                    continue
+                if training.after(caller, training.order.get(call.node, -1)):
+                    return True
+                if id(caller) not in seen:
+                    seen.add(id(caller))
+                    upper.append(caller)
+        frontier = upper
+    return False
