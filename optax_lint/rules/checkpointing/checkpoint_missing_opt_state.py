@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.continues import trains_after
 from optax_lint.facts.checkpoints.files import read_back_for_evaluation
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
@@ -58,8 +59,8 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
-            if site.api in _SERIALIZERS and not ckpt.restores:
-                continue  # written with a plain serializer and nothing is ever read back: an export
+            if site.api in _SERIALIZERS and not self._resumed(ctx, ckpt):
+                continue  # a plain serializer's file, and nothing read back is trained on: an export
             if any(
                 other is not site and other.record.scope is site.record.scope and other.payload.has_opt_state()
                 for other in ckpt.saves
@@ -73,6 +74,13 @@ class CheckpointMissingOptState(Rule):
                 fix=fix,
                 fix_title=title,
             )
+
+    @staticmethod
+    def _resumed(ctx: Context, ckpt: CheckpointFacts) -> bool:
+        """Training continues from something the file reads back: a resume exists for a
+        checkpoint to serve. A read-back for analysis or evaluation after training
+        (early stopping's best epoch) is no resume."""
+        return any(trains_after(ctx.facts, restore.record) for restore in ckpt.restores)
 
     @staticmethod
     def _fix(ckpt: CheckpointFacts, payload: Payload):
