@@ -33,6 +33,7 @@ def lint(src: str, path: str, codes: set[str]):
         ("OPX104/good_nnx_state_layout_test.py", kinds.TEST, False),
         ("OPX201/good_step_timing_loop.py", kinds.BENCHMARK, False),
         ("OPX201/good_toy_tiny_transformer_demo.py", kinds.TOY, False),
+        ("OPX201/good_parallelism_demo_on_one_random_batch.py", kinds.TOY, False),
         ("OPX108/good_optimizer_factory.py", kinds.BUILDING_BLOCK, False),
         ("OPX201/good_optimizer_sweep_checks.py", kinds.TEST, False),
         ("OPX201/bad_flax_lm_bare_adamw.py", kinds.TRAINING_RUN, False),
@@ -186,3 +187,34 @@ def test_a_model_defined_in_a_benchmark_makes_advice_info(tmp_path) -> None:
     (finding,) = engine.lint_text(src, str(path), {"OPX201"}, root=str(tmp_path)).findings
     assert finding.severity is Severity.INFO
     assert "the model is defined in a test or benchmark (benchmarks/models.py:" in finding.message
+
+
+ONE_BATCH = TRAIN + textwrap.dedent("""
+    import numpy as np
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (256, 32))
+    batch = (x, x.sum(axis=1))
+""")
+
+
+@pytest.mark.parametrize(
+    "loop, kind",
+    [
+        # the same random batch every step, a few hundred times: a walkthrough
+        ("for _ in range(300):\n    params, opt_state = step(params, opt_state, batch)\n", kinds.TOY),
+        # a fresh random batch drawn inside the loop: synthetic data, but a run
+        ("for i in range(300):\n    batch = (jax.random.normal(jax.random.PRNGKey(i), (256, 32)), 0)\n"
+         "    params, opt_state = step(params, opt_state, batch)\n", kinds.TRAINING_RUN),
+        # the same batch for longer than a demo runs
+        ("for _ in range(5000):\n    params, opt_state = step(params, opt_state, batch)\n", kinds.TRAINING_RUN),
+        # a loop bound that is not a literal
+        ("for _ in range(num_steps):\n    params, opt_state = step(params, opt_state, batch)\n", kinds.TRAINING_RUN),
+    ],
+)
+def test_one_random_batch_repeated_is_a_demo_only_when_short_and_fixed(loop: str, kind: str) -> None:
+    assert purpose_of(ONE_BATCH + loop).kind == kind
+
+
+def test_a_fixed_batch_of_loaded_data_is_full_batch_training() -> None:
+    src = TRAIN + "\nX, y = np.load('data.npz').values()\nbatch = (X, y)\nfor _ in range(300):\n    params, opt_state = step(params, opt_state, batch)\n"
+    assert purpose_of(src).kind == kinds.TRAINING_RUN

@@ -120,7 +120,9 @@ class _Reader:
             if self._timing(loop):
                 timing.append((loop, call))
             elif self._toy(loop):
-                toy.append((loop, call))
+                toy.append((call, "a loop of a few steps over a few literal rows of data"))
+            elif self._one_random_batch(loop, call):
+                toy.append((call, "a loop of a few steps that feeds the step one batch of random numbers, made once"))
             else:
                 (strong if stepped else weak).append((loop, call))
         scanned = self._scanned_steps()
@@ -140,7 +142,7 @@ class _Reader:
         if trainer is not None:
             return self.purpose(TRAINING_RUN, trainer[1], trainer[0], weak=True)
         if toy:
-            return self.purpose(TOY, "a loop of a few steps over a few literal rows of data", toy[0][1])
+            return self.purpose(TOY, toy[0][1], toy[0][0])
         used = [p for p in facts.pipelines if not _in_test(p.record.scope)]
         if facts.pipelines and not used:
             return self.purpose(TEST, "every optimizer is built inside a test")
@@ -225,6 +227,48 @@ class _Reader:
         if any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
             return False
         return any(_small_literal_array(r.node) for r in self.facts.raw.calls)
+
+    def _one_random_batch(self, loop, call: cst.Call) -> bool:
+        """At most a thousand steps, no data drawn, and the step fed the same batch every
+        time, a batch of random numbers made once before the loop (`tokens =
+        jax.random.randint(key, (batch, seq), 1, vocab)`): a walkthrough that shows the step
+        runs (or traces it for a profiler), not a run whose stability matters."""
+        node = loop.node
+        if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
+            return False
+        bound = _range_bound(node.iter)
+        if bound is None or bound > _TOY_STEPS:
+            return False
+        if any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
+            return False
+        scope = next((r.scope for r in self._calls_in(loop) if r.node is call), loop.scope)
+        fixed = [a.value for a in call.args if isinstance(a.value, cst.Name) and not self._bound_in(a.value, scope, loop)]
+        return any(self._random(name, scope, 3) for name in fixed)
+
+    def _bound_in(self, name: cst.Name, scope: Scope, loop) -> bool:
+        """Some binding of `name` sits inside `loop` (it changes from step to step)."""
+        _, bindings = lookup(name.value, scope)
+        parents = self.facts.raw.parent_stmt
+        for binding in bindings:
+            stmt = binding.node
+            while stmt is not None:
+                if stmt is loop.node:
+                    return True
+                stmt = parents.get(stmt)
+        return not bindings  # unknown: treat as changing
+
+    def _random(self, name: cst.Name, scope: Scope, depth: int) -> bool:
+        """`name` is bound once to random numbers, directly or through the names its
+        value is built from (`Batch(inputs=jnp.pad(tokens, ...), labels=tokens)`)."""
+        _, bindings = lookup(name.value, scope)
+        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign") or bindings[0].value is None:
+            return False
+        value, home = bindings[0].value, bindings[0].scope
+        found = _RandomCalls(home)
+        value.visit(found)
+        if found.random:
+            return True
+        return depth > 0 and any(self._random(n, home, depth - 1) for n in found.names)
 
     def _scanned_steps(self) -> Optional[tuple]:
         """A lax.scan / fori_loop / while_loop whose body takes an optimizer step."""
@@ -359,6 +403,27 @@ def _bench_named(path: Optional[str]) -> bool:
         return False
     pure = PurePath(path)
     return any(_BENCH_PART.search(part) for part in (*pure.parts[:-1], pure.stem))
+
+
+_RANDOM_DRAWS = frozenset({"randint", "normal", "uniform", "bernoulli", "categorical", "truncated_normal", "rand", "randn", "integers"})
+
+
+class _RandomCalls(cst.CSTVisitor):
+    """The random draws (`jax.random.randint`, `np.random.normal`, `rng.integers`) and the
+    names in an expression."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.random = False
+        self.names: list[cst.Name] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if last_name(node.func) in _RANDOM_DRAWS:
+            text = code_text(node.func)
+            self.random = self.random or "random" in text or "rng" in text
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
 
 
 def _over_range(expr: cst.BaseExpression) -> bool:
