@@ -45,9 +45,11 @@ _NAME_ARCH = (
     (
         "transformer",
         re.compile(
-            r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Seq2Seq|Perceiver|Mixtral|Qwen|Attention"
+            # "Seq2Seq" alone names a task (classic seq2seq models are LSTMs), not an
+            # architecture; Hugging Face's *ForSeq2SeqLM heads are Transformers.
+            r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Perceiver|Mixtral|Qwen|Attention"
             # Hugging Face's language-model heads and families: every one is a Transformer.
-            r"|ForCausalLM|ForMaskedLM|LMHeadModel|ForConditionalGeneration|Whisper|Wav2Vec2|Bart|Roberta|Electra|Bloom|Marian|Pegasus|Longformer"
+            r"|ForCausalLM|ForMaskedLM|ForSeq2SeqLM|LMHeadModel|ForConditionalGeneration|Whisper|Wav2Vec2|Bart|Roberta|Electra|Bloom|Marian|Pegasus|Longformer"
         ),
     ),
     ("cnn", re.compile(r"ResNet|Resnet|CNN|ConvNet|Convnet|VGG|UNet|Unet|LeNet|AlexNet|Inception|MobileNet|EfficientNet|DenseNet|WideResNet|ConvNeXt")),
