@@ -10,6 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.loops import training_loops
+from optax_lint.facts.context.purpose import TRAINING_CALL_NAMES
 from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.walker import Scope
 
@@ -46,6 +47,7 @@ class _Training:
             fn = _function(record.scope)
             if fn is not None and fn.kind == "function":
                 scopes[fn.node] = fn
+        self.defined = {scope.name for scope in scopes.values()}
         for _ in range(4):
             self.names = {scopes[node].name for node in self.functions if node in scopes}
             grown = {
@@ -59,12 +61,14 @@ class _Training:
         self.names = {scopes[node].name for node in self.functions if node in scopes}
 
     def _trains(self, record) -> bool:
-        """The call runs a training function: by its name (`train_model(...)`,
-        `trainer.train_model(...)`, `self.train_epoch(...)`)."""
+        """The call runs a training function of this file (`train_model(...)`,
+        `trainer.train_model(...)`, `self.train_epoch(...)`), or one defined elsewhere and
+        known by its name (`trainer.fit()`, `train_lib.train_and_evaluate(...)`)."""
         func = record.node.func
-        if isinstance(func, cst.Name):
-            return func.value in self.names
-        return isinstance(func, cst.Attribute) and func.attr.value in self.names
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if name is None:
+            return False
+        return name in self.names or (name in TRAINING_CALL_NAMES and name not in self.defined)
 
     def after(self, fn: Scope, position: int, receiver: Optional[str] = None) -> bool:
         """A training loop, or a call that runs one, later in `fn` than `position`. With a
@@ -95,15 +99,45 @@ class _Training:
         return out
 
 
+def _object_trains_after(training: _Training, method: Scope, depth: int) -> bool:
+    """The object whose `method` ran is trained afterwards: `trainer.method()` then
+    `trainer.fit()`; `self.method()` inside another method of the class, followed up
+    from there; for `__init__`, the object a constructor call builds (`trainer =
+    Trainer(...)`, then `trainer.fit()`)."""
+    cls = method.parent
+    if method.name == "__init__":
+        for record in training.facts.raw.calls:
+            func = record.node.func
+            built = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+            target = record.assigned_to
+            if built != cls.name or not isinstance(target, cst.Name):
+                continue
+            caller = _function(record.scope)
+            if caller is not None and training.after(caller, training.order.get(record.node, -1), target.value):
+                return True
+        return False
+    for call in training.callers(method):
+        caller = _function(call.scope)
+        if caller is None:
+            continue
+        receiver = node_code(call.node.func.value)
+        if training.after(caller, training.order.get(call.node, -1), receiver):
+            return True
+        if receiver == "self" and depth < _CALLER_DEPTH and _is_method(caller) and caller.parent is cls:
+            if _object_trains_after(training, caller, depth + 1):
+                return True
+    return False
+
+
 def _is_method(fn: Scope) -> bool:
     return fn.parent is not None and fn.parent.kind == "class"
 
 
 def trains_after(facts, record) -> bool:
     """Training runs after the call `record`: later in its own function (or module); for
-    a method, after `obj.method()` in a caller, by a training method of the same `obj`;
-    for a function, after a call of it in a caller, up to two callers up. False when no
-    path from it reaches a training step, or when nothing in the file calls it."""
+    a method, on the same object after the method ran (`_object_trains_after`); for a
+    function, after a call of it in a caller, up to two callers up. False when no path
+    from it reaches a training step, or when nothing in the file calls it."""
     training = _Training(facts)
     fn = _function(record.scope)
     if fn is None:
@@ -111,12 +145,7 @@ def trains_after(facts, record) -> bool:
     if training.after(fn, training.order.get(record.node, -1)):
         return True
     if _is_method(fn):
-        for call in training.callers(fn):
-            caller = _function(call.scope)
-            receiver = node_code(call.node.func.value)
-            if caller is not None and training.after(caller, training.order.get(call.node, -1), receiver):
-                return True
-        return False
+        return _object_trains_after(training, fn, 0)
     frontier, seen = [fn], {id(fn)}
     for _ in range(_CALLER_DEPTH):
         upper = []

@@ -53,6 +53,8 @@ _TIMERS = frozenset({"perf_counter", "perf_counter_ns", "monotonic", "default_ti
 _SCAN_BODY = {"jax.lax.scan": 0, "jax.lax.fori_loop": 2, "jax.lax.while_loop": 1}
 _TRAINER_CALLS = frozenset({"fit", "train"})
 _LOOP_CALLS = frozenset({"run_loop", "train_loop", "training_loop", "train_and_evaluate", "run_training", "train_model"})
+# Calls known to run a training loop by their name alone (`trainer.fit()`, `train_and_evaluate(...)`).
+TRAINING_CALL_NAMES = _TRAINER_CALLS | _LOOP_CALLS
 _FRAMEWORK_EXPERIMENTS = ("AbstractExperiment",)  # jaxline
 _DATA_WORDS = re.compile(r"load|dataset|dataloader|read_|tfds|from_tensor|download|fetch", re.IGNORECASE)
 _LITERAL_ARRAYS = frozenset({"array", "asarray", "ones", "zeros", "full", "arange", "linspace", "normal", "uniform", "randint"})
