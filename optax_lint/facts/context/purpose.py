@@ -121,10 +121,8 @@ class _Reader:
         for loop, call, stepped in self._stepping_loops():
             if self._timing(loop):
                 timing.append((loop, call))
-            elif self._toy(loop):
-                toy.append((call, "a loop of a few steps over a few literal rows of data"))
-            elif self._one_random_batch(loop, call):
-                toy.append((call, "a loop of a few steps that feeds the step one batch of random numbers, made once"))
+            elif self._short_and_dataless(loop) and (demo := self._demo(loop, call)) is not None:
+                toy.append((call, demo))
             else:
                 (strong if stepped else weak).append((loop, call))
         scanned = self._scanned_steps()
@@ -218,31 +216,31 @@ class _Reader:
             code_text(r.node.func) == "time.time" for r in self.facts.raw.calls if _function_of(r.scope) is function))
         return timed and "block_until_ready" in names
 
-    def _toy(self, loop) -> bool:
-        """At most a thousand steps, no data drawn, and a few literal rows of data."""
+    def _short_and_dataless(self, loop) -> bool:
+        """A `for` over a literal range of at most a thousand steps that draws no data, in
+        a file that loads none: the shape both kinds of demo share."""
         node = loop.node
         if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
             return False
         bound = _range_bound(node.iter)
         if bound is None or bound > _TOY_STEPS:
             return False
-        if any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
-            return False
-        return any(_small_literal_array(r.node) for r in self.facts.raw.calls)
+        return not any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls)
+
+    def _demo(self, loop, call: cst.Call) -> Optional[str]:
+        """What makes a short, dataless loop a demo, or None: a few literal rows of data in
+        the file, or one batch of random numbers fed to the step every time."""
+        if any(_small_literal_array(r.node) for r in self.facts.raw.calls):
+            return "a loop of a few steps over a few literal rows of data"
+        if self._one_random_batch(loop, call):
+            return "a loop of a few steps that feeds the step one batch of random numbers, made once"
+        return None
 
     def _one_random_batch(self, loop, call: cst.Call) -> bool:
-        """At most a thousand steps, no data drawn, and the step fed the same batch every
-        time, a batch of random numbers made once before the loop (`tokens =
-        jax.random.randint(key, (batch, seq), 1, vocab)`): a walkthrough that shows the step
-        runs (or traces it for a profiler), not a run whose stability matters."""
-        node = loop.node
-        if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
-            return False
-        bound = _range_bound(node.iter)
-        if bound is None or bound > _TOY_STEPS:
-            return False
-        if any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
-            return False
+        """A short, dataless loop whose step is fed the same batch every time, a batch of
+        random numbers made once before the loop (`tokens = jax.random.randint(key,
+        (batch, seq), 1, vocab)`): a walkthrough that shows the step runs (or traces it
+        for a profiler), not a run whose stability matters."""
         scope = next((r.scope for r in self._calls_in(loop) if r.node is call), loop.scope)
         fixed = [a.value for a in call.args if isinstance(a.value, cst.Name) and not self._bound_in(a.value, scope, loop)]
         return any(self._random(name, scope, 3) for name in fixed)
