@@ -214,6 +214,13 @@ class ModuleFacts:
         return Project(self)
 
     @functools.cached_property
+    def training_calls(self):
+        """The training loops and the functions that run one, for `trains_after`."""
+        from optax_lint.facts.checkpoints.continues import TrainingCalls
+
+        return TrainingCalls(self)
+
+    @functools.cached_property
     def declared_pins(self) -> dict:
         """library -> the upper bound the project's own dependencies put on it."""
         from optax_lint.facts.project.pins import read_declared_pins

@@ -25,40 +25,41 @@ def _function(scope: Optional[Scope]) -> Optional[Scope]:
     return scope
 
 
-class _Training:
+class TrainingCalls:
     """The training loops of a module, and the functions that run one (directly, or by
-    calling such a function: `train_model` calls `train_epoch`, whose loop steps)."""
+    calling such a function: `train_model` calls `train_epoch`, whose loop steps). Built
+    once per module (ModuleFacts.training_calls)."""
 
     def __init__(self, facts) -> None:
         self.facts = facts
         self.order = facts.call_order
         self.loops = [(_function(loop.scope), call) for loop, call in training_loops(facts.inference)]
-        self.functions: set = {scope.node for scope, _ in self.loops if scope is not None and scope.kind == "function"}
-        self.names: set = set()
         self.calls_by_function: dict = {}
+        functions: dict = {}  # function node -> its scope, for the functions that make calls
         for record in facts.raw.calls:
-            self.calls_by_function.setdefault(id(_function(record.scope)), []).append(record)
-        self._close()
-
-    def _close(self) -> None:
-        """Add the functions that call a training function, until nothing changes."""
-        scopes = {}
-        for record in self.facts.raw.calls:
             fn = _function(record.scope)
+            self.calls_by_function.setdefault(id(fn), []).append(record)
             if fn is not None and fn.kind == "function":
-                scopes[fn.node] = fn
-        self.defined = {scope.name for scope in scopes.values()}
+                functions[fn.node] = fn
+        self.defined = {fn.name for fn in functions.values()}
+        self.names: set = set()
+        self._close(functions)
+
+    def _close(self, functions: dict) -> None:
+        """The names of the functions that train: those with a training loop, then those
+        that call one of them, until nothing changes."""
+        training = {scope.node for scope, _ in self.loops if scope is not None and scope.kind == "function"}
         for _ in range(4):
-            self.names = {scopes[node].name for node in self.functions if node in scopes}
+            self.names = {functions[node].name for node in training if node in functions}
             grown = {
-                fn.node for fn in scopes.values()
-                if fn.node not in self.functions
+                fn.node for fn in functions.values()
+                if fn.node not in training
                 and any(self._trains(record) for record in self.calls_by_function.get(id(fn), ()))
             }
             if not grown:
                 return
-            self.functions |= grown
-        self.names = {scopes[node].name for node in self.functions if node in scopes}
+            training |= grown
+        self.names = {functions[node].name for node in training if node in functions}
 
     def _trains(self, record) -> bool:
         """The call runs a training function of this file (`train_model(...)`,
@@ -99,7 +100,7 @@ class _Training:
         return out
 
 
-def _object_trains_after(training: _Training, method: Scope, depth: int) -> bool:
+def _object_trains_after(training: TrainingCalls, method: Scope, depth: int) -> bool:
     """The object whose `method` ran is trained afterwards: `trainer.method()` then
     `trainer.fit()`; `self.method()` inside another method of the class, followed up
     from there; for `__init__`, the object a constructor call builds (`trainer =
@@ -138,7 +139,7 @@ def trains_after(facts, record) -> bool:
     a method, on the same object after the method ran (`_object_trains_after`); for a
     function, after a call of it in a caller, up to two callers up. False when no path
     from it reaches a training step, or when nothing in the file calls it."""
-    training = _Training(facts)
+    training = facts.training_calls
     fn = _function(record.scope)
     if fn is None:
         return False
