@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.core.diagnostics import Severity
 from optax_lint.facts.api_currency import (
     model_name_at,
     nnx_constructions,
@@ -16,7 +15,7 @@ from optax_lint.facts.api_currency import (
 from optax_lint.facts.file_role import belongs_to
 from optax_lint.rules.api_currency.references import gated, older_target, report_references
 from optax_lint.rules.api_currency.rewrites import as_keyword, spell
-from optax_lint.rules.api_currency.wording import code_text
+from optax_lint.rules.api_currency.wording import code_text, severity, upgrade_advice
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.nodes import node_code
@@ -62,12 +61,12 @@ class LegacyFlaxOptimizerApi(Rule):
                              f"takes (model, grads) since flax {since})",
                              f"passes only the gradients (a TypeError from flax {since}, where nnx.Optimizer.update "
                              f"takes (model, grads))", older),
-                advice=_when(older, f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)"),
+                advice=upgrade_advice(f"pass the model first: {code_text(func.value)}.update({model or 'model'}, grads)", older),
                 fix=fix,
                 fix_title=title,
                 help=help_text,
             )
-            finding.severity = _severity(older)
+            finding.severity = severity(True, older)
         for read in facts_model_reads(facts):
             if optimizer_origin(facts, read.node.value, read.scope) is None:
                 continue
@@ -78,10 +77,10 @@ class LegacyFlaxOptimizerApi(Rule):
                 state=_state(f"does not exist (AttributeError in {version}: nnx.Optimizer keeps no model "
                              f"since flax {since})",
                              f"is gone from flax {since} (an AttributeError there: nnx.Optimizer keeps no model)", older),
-                advice=_when(older, "keep your own reference to the model, or build nnx.ModelAndOptimizer, "
-                                    "which still has .model"),
+                advice=upgrade_advice("keep your own reference to the model, or build nnx.ModelAndOptimizer, "
+                                      "which still has .model", older),
             )
-            finding.severity = _severity(older)
+            finding.severity = severity(True, older)
 
     def _construction(self, ctx: Context, record, version: str, since: str) -> None:
         call = record.node
@@ -110,28 +109,18 @@ class LegacyFlaxOptimizerApi(Rule):
             subject=code_text(call),
             state=_state(f"has no wrt= keyword (TypeError in {version}: wrt is required since flax {since})",
                          f"has no wrt= keyword (a TypeError from flax {since}, where wrt became required)", older),
-            advice=_when(older, advice),
+            advice=upgrade_advice(advice, older),
             fix=fix,
             fix_title=title,
             help=help_text,
         )
-        finding.severity = _severity(older)
+        finding.severity = severity(True, older)
 
 
 def _state(now: str, later: str, older) -> str:
     """The state on the tabled flax, or, when the code targets an older flax (`older`
     names it), the break it meets on upgrading."""
     return now if older is None else f"{later}; {older}, which still accepts it"
-
-
-def _when(older, advice: str) -> str:
-    # The replacement may not exist in the release the code targets: advice for the upgrade.
-    return advice if older is None else f"when you upgrade past it, {advice}"
-
-
-def _severity(older) -> Severity:
-    # It raises on the tabled flax; on the release the code targets it still runs.
-    return Severity.ERROR if older is None else Severity.WARNING
 
 
 def facts_model_reads(facts):

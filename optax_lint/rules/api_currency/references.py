@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.core.diagnostics import Applicability, Severity
+from optax_lint.core.diagnostics import Applicability
 from optax_lint.core.target_versions import missing_in_target, predating_target
 from optax_lint.facts.api_currency import Entry, Reference, table_for
 from optax_lint.facts.file_role import owning_package
@@ -24,6 +24,7 @@ from optax_lint.rules.api_currency.wording import (
     exception_name,
     severity,
     state_text,
+    upgrade_advice,
 )
 from optax_lint.rules.base import Context
 from optax_lint.syntax import edits as fixes
@@ -153,10 +154,10 @@ def report_references(ctx: Context, code: str) -> None:
             ref.node,
             subject=_spelled(ref),
             state=state,
-            advice=advice_text(entry) if older is None else f"when you upgrade past it, {advice_text(entry)}",
+            advice=upgrade_advice(advice_text(entry), older),
             fix=fix,
             fix_title=title,
             applicability=Applicability.SAFE if fix is not None else None,
             help=help_text,
         )
-        finding.severity = Severity.WARNING if older is not None else severity(entry.status == "removed")
+        finding.severity = severity(entry.status == "removed", older)

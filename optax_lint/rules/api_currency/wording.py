@@ -3,6 +3,8 @@ advice, the severity."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from optax_lint.core.diagnostics import Severity
@@ -42,8 +44,16 @@ def advice_text(entry: Entry) -> str:
     return "it has no direct replacement"
 
 
-def severity(removed: bool) -> Severity:
-    return Severity.ERROR if removed else Severity.WARNING
+def severity(removed: bool, older: Optional[str] = None) -> Severity:
+    """An error when the API is gone (it raises), unless the code targets an older
+    release (`older` names it) where it still runs: then a warning."""
+    return Severity.ERROR if removed and older is None else Severity.WARNING
+
+
+def upgrade_advice(advice: str, older: Optional[str]) -> str:
+    """The advice, or, when the code targets an older release where the replacement may
+    not exist yet, the advice for the upgrade."""
+    return advice if older is None else f"when you upgrade past it, {advice}"
 
 
 def code_text(node: cst.CSTNode, limit: int = 60) -> str:
