@@ -43,21 +43,18 @@ def _ceiling(op: str, version: str) -> Optional[tuple[tuple[int, ...], bool]]:
         return version_tuple(version), False
     if op in ("<=", "===") or (op == "==" and "*" not in version):
         return version_tuple(version), True
-    parts = [p for p in version.split(".") if p and p != "*"]
+    # The leading number of each dotted part: "0.10.*" -> [0, 10], "1.2rc1" -> [1, 2].
+    digits = [int(m.group()) for m in (re.match(r"\d+", p) for p in version.split(".")) if m]
     if op == "==":  # ==0.10.* : everything below 0.11
-        digits = [int(re.match(r"\d+", p).group()) for p in parts if re.match(r"\d+", p)]
-        if not digits:
-            return None
-        digits[-1] += 1
-        return version_tuple(".".join(map(str, digits))), False
-    if op == "~=":  # ~=0.10.6 : >=0.10.6, <0.11 ; ~=1.2 : <2
-        digits = [int(re.match(r"\d+", p).group()) for p in parts if re.match(r"\d+", p)]
-        if len(digits) < 2:
-            return None
+        head = digits
+    elif op == "~=":  # ~=0.10.6 : >=0.10.6, <0.11 ; ~=1.2 : <2
         head = digits[:-1]
-        head[-1] += 1
-        return version_tuple(".".join(map(str, head))), False
-    return None
+    else:
+        return None
+    if not head:
+        return None
+    head[-1] += 1
+    return version_tuple(".".join(map(str, head))), False
 
 
 def parse_requirement(line: str, where: str, shown: Optional[str] = None) -> Optional[Pin]:
