@@ -24,7 +24,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-OPTAX_IMPORT = re.compile(rb"^\s*(import optax|from optax)", re.M)
+# `import optax`, `from optax...`, and optax among other modules (`import jax, optax`).
+OPTAX_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*optax\b|from[ \t]+optax\b)", re.M)
+# The same in a notebook's JSON, where each source line starts with a quote.
+NOTEBOOK_OPTAX_IMPORT = re.compile(rb'"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*optax\b|from[ \t]+optax\b)')
 MAX_BYTES = 4 * 1024 * 1024
 _MARKERS = ("pyproject.toml", "setup.cfg")
 
@@ -67,7 +70,7 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks
             continue
         data = git(git_dir, "cat-file", "blob", sha.decode())
-        optax = not marker and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and b"import optax" in data))
+        optax = not marker and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and (b"import optax" in data or bool(NOTEBOOK_OPTAX_IMPORT.search(data)))))
         if path.endswith(".ipynb") and not optax:
             continue
         target = out / path
