@@ -413,6 +413,27 @@ def test_grad_accum_and_fine_tune():
     assert value(facts_of(scratch), "fine_tune") is False
 
 
+def test_fine_tune_only_from_the_model_the_optimizer_receives():
+    """A pretrained model counts as the start of a fine-tune only when the optimizer is
+    handed it (directly, through an alias, or through a helper's arguments); a pretrained
+    VAE, teacher or encoder next to a model built from scratch does not."""
+    head = "import optax\nfrom flax.training import train_state\nfrom transformers import FlaxAutoModel\n"
+    vae = head + "vae = FlaxAutoModel.from_pretrained('vae')\nmodel = DiT()\nstate = init_state(model, mesh, optax.adamw(3e-4))\n"
+    assert facts_of(vae).run_context.get("fine_tune") is None
+    student = head + (
+        "teacher = FlaxAutoModel.from_pretrained('big')\nstudent = FlaxAutoModel.from_pretrained('small')\ntx = optax.adamw(1e-5)\n"
+        "state = train_state.TrainState.create(apply_fn=student.__call__, params=student.params, tx=tx)\n"
+    )
+    entry = facts_of(student, path="distil.py").run_context.get("fine_tune")
+    assert entry.value is True and entry.location == "distil.py:5"  # the student, not the teacher
+    alias = head + "model = FlaxAutoModel.from_pretrained('b')\nparams = model.params\ntx = optax.adamw(1e-5)\nopt_state = tx.init(params)\n"
+    assert value(facts_of(alias), "fine_tune") is True
+    unpaired = head + "model = FlaxAutoModel.from_pretrained('b')\ntx = optax.adamw(1e-5)\n"
+    assert value(facts_of(unpaired), "fine_tune") is True  # nothing says which model trains: the load still counts
+    inline = head + "import flax.nnx as nnx\nopt = nnx.Optimizer(Model.from_pretrained('b'), optax.adamw(1e-5), wrt=nnx.Param)\n"
+    assert value(facts_of(inline), "fine_tune") is True
+
+
 def test_fine_tune_from_a_config_that_loads_a_checkpoint(tmp_path):
     """A restore whose path a config field holds ("..._pretrained"), and an `init_*` field
     whose value constructs a checkpoint loader, both say the params start pretrained; a

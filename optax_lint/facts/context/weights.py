@@ -1,5 +1,6 @@
 """The model's weights: where they come from (the `fine_tune` field: a checkpoint
-restored from a pretrained source, `from_pretrained` or a restore whose arguments say
+restored from a pretrained source, `from_pretrained` of the model the optimizer is handed
+(not a VAE or a teacher beside it) or a restore whose arguments say
 pretrained / init_checkpoint (as written, or as the config field they read holds), a
 model built from saved weights (`create_model_from_checkpoint`), LoRA adapters on a base
 model, or a config field `init_*` whose value constructs a checkpoint loader; False when the params come from `model.init` and
@@ -24,6 +25,7 @@ from optax_lint.facts.context.evidence import (
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.found import Found, Origin, weaker
+from optax_lint.syntax.names import lookup
 
 _RESTORE = frozenset(
     {
@@ -51,6 +53,7 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
     facts = inf.facts
     restores = []
     keep = facts.training_region
+    handed: Optional[set[str]] = None
     for record in facts.raw.calls:
         last = last_name(record.node.func)
         if last not in _RESTORE or not keep(record.scope):
@@ -58,6 +61,12 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
         callee = code_text(record.node.func)
         if last == "from_pretrained" and re.search(r"Tokenizer|Processor|FeatureExtractor|Config|tokenizer", callee):
             continue  # a pretrained tokenizer or config, not weights
+        if last == "from_pretrained":
+            if handed is None:
+                handed = _handed_to_optimizer(facts)
+            loaded = _target_names(record.assigned_to)
+            if handed and loaded and not loaded & handed:
+                continue  # a pretrained VAE, teacher or encoder the optimizer never receives
         restores.append(record)
         target = record.assigned_to
         pieces = [code_text(a.value) for a in record.node.args]
@@ -100,6 +109,60 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
             return None
     inf.note("fine_tune", "no model.init and no restore in this file")
     return None
+
+
+def _target_names(target) -> set[str]:
+    """The names an assignment target binds: `vae` or `vae, vae_params`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {e.value.value for e in target.elements if isinstance(e.value, cst.Name)}
+    return set()
+
+
+def _names_in(node: cst.CSTNode, out: set[str], budget: list[int]) -> None:
+    if budget[0] <= 0:
+        return
+    budget[0] -= 1
+    if isinstance(node, cst.Name):
+        out.add(node.value)
+        return
+    for child in node.children:
+        _names_in(child, out, budget)
+
+
+def _handed_to_optimizer(facts) -> set[str]:
+    """The names whose values reach a call that is also handed an optimizer pipeline
+    (`nnx.Optimizer(model, tx)`, `TrainState.create(params=model.params, tx=tx)`,
+    `tx.init(params)`, `initialize_state(dit, mesh, tx)`), followed back through the
+    assignments that feed them (`params = model.params`), with the names such calls'
+    results are bound to. Empty when no call is handed a pipeline here: then which
+    model trains is not known, and every pretrained load still counts."""
+    handed: set[str] = set()
+    budget = [5000]  # names walked, over the whole file: a bound, not a limit met in practice
+    for record in facts.raw.calls:
+        call = record.node
+        func = call.func
+        receiver = isinstance(func, cst.Attribute) and func.attr.value == "init" and facts.pipeline_for(func.value, record.scope)
+        pipeline_args = [a for a in call.args if facts.pipeline_for(a.value, record.scope) is not None]
+        if not receiver and not pipeline_args:
+            continue
+        found: set[str] = set()
+        for arg in call.args:
+            if arg not in pipeline_args:
+                _names_in(arg.value, found, budget)
+        handed |= _target_names(record.assigned_to)
+        frontier = found
+        for _ in range(3):  # follow `params = model.params` back to the model
+            handed |= frontier
+            more: set[str] = set()
+            for name in frontier:
+                _, bindings = lookup(name, record.scope)
+                for binding in bindings:
+                    if binding.value is not None:
+                        _names_in(binding.value, more, budget)
+            frontier = more - handed
+    return handed
 
 
 def _pretrained_value(inf: Evidence, record) -> Optional[str]:
