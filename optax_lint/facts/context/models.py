@@ -354,7 +354,8 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     detail = signal.label
     if names and not signal.by_name and names[0] not in signal.label and signal.origin.facts is facts:
         detail += f", used by {names[0]}"
-    return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location, by_name=signal.by_name)
+    return ContextValue(arch, "inferred", None, confidence, detail, locate=signal.origin.location, by_name=signal.by_name,
+                        module=signal.origin.facts)
 
 
 # Keywords by which a trainer takes the model it trains with the optimizer.

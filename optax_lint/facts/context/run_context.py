@@ -97,7 +97,7 @@ class ContextValue:
     positions cost more than the parse and most runs never print them.
     """
 
-    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail", "by_name")
+    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail", "by_name", "module")
 
     def __init__(
         self,
@@ -109,8 +109,10 @@ class ContextValue:
         *,
         locate: Optional[Callable[[], Optional[str]]] = None,
         by_name: bool = False,
+        module: Any = None,
     ) -> None:
         self.by_name = by_name  # inferred from a name alone (a class name), a weak signal
+        self.module = module  # the ModuleFacts an inferred value was read from (the model's module for `arch`)
         self.value = value
         self.source = source
         self._location = location

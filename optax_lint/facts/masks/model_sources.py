@@ -26,7 +26,8 @@ def declares_pytorch_names(facts) -> bool:
 
 def project_stacks(facts) -> list:
     """(module facts, stack site) pairs for where this file, or else the first project
-    module it imports that stacks layers (the model's), stacks them."""
+    module it imports that stacks layers, or else the module the trained model is
+    defined in (the run context's `arch` evidence), stacks them."""
     found = [(facts, s) for s in facts.stacked_layers]
     if found:
         return found
@@ -34,5 +35,11 @@ def project_stacks(facts) -> list:
     for module in facts.project.imported_modules(("scan", "vmap", "layer_stack")):
         found.extend((module, s) for s in module.stacked_layers)
         if found:
-            break
+            return found
+    # The module the trained model is defined in, when the file reaches it only through
+    # a builder (`model = build_encoder()` of a module that imports the model's).
+    arch = facts.run_context.get("arch")
+    module = getattr(arch, "module", None)
+    if module is not None and module is not facts:
+        found.extend((module, s) for s in module.stacked_layers)
     return found
