@@ -76,6 +76,26 @@ def _fresh_name(text: Optional[str], base: str) -> str:
     return name
 
 
+_SVI = frozenset({"numpyro.infer.SVI", "numpyro.infer.svi.SVI"})
+
+
+def _fits_by_svi(facts, pipeline) -> bool:
+    """Whether `pipeline` is the `optim` of a numpyro SVI (directly, or through
+    `numpyro.optim.optax_to_numpyro`)."""
+    for record in facts.raw.calls:
+        if qualified_name(record.node.func, record.scope) not in _SVI:
+            continue
+        for arg in record.node.args:
+            value = arg.value
+            if isinstance(value, cst.Call) and value.args and qualified_name(value.func, record.scope) in (
+                "numpyro.optim.optax_to_numpyro",
+            ):
+                value = value.args[0].value
+            if facts.pipeline_for(value, record.scope) is pipeline:
+                return True
+    return False
+
+
 class MissingWarmup(Rule):
     code = "OPX301"
 
@@ -98,6 +118,12 @@ class MissingWarmup(Rule):
         long_run = steps is not None and steps >= ctx.option("min_steps")
         if transformer is None and not long_run:
             return
+        if transformer is None:
+            # The length-only premise (every run of 10K+ steps warms up) is about training
+            # networks; a variational fit of a probabilistic model through numpyro's SVI
+            # is not one, and a length alone says nothing about its first steps.
+            constant = [u for u in constant if not _fits_by_svi(facts, u.pipeline)]
+            cold = [(u, s) for u, s in cold if not _fits_by_svi(facts, u.pipeline)]
         fine_tune_value = fine_tune_entry(facts)
         fine_tune = fine_tune_value is not None
         if fine_tune and facts.clipped_policy_gradient_learner is not None:
@@ -105,11 +131,16 @@ class MissingWarmup(Rule):
             # every update, and such recipes start at their (small) rate.
             return
         if not long_run and steps is not None:
-            # The protocol's warmup for this run (2000 steps on a Transformer from scratch,
-            # about 100 on a fine-tune) is as long as the run itself: no room for a warmup
-            # and the rate it warms up to; runs under 10K steps get a constant rate.
-            room = warmup_value("fine_tune_steps") if fine_tune else warmup_value("transformer_min_steps")
-            if steps <= room:
+            if fine_tune:
+                # The fine-tuning row warms up briefly (about 100 steps) whatever the run's
+                # length, unless that warmup is as long as the run itself.
+                if steps <= warmup_value("fine_tune_steps"):
+                    return
+            elif steps <= warmup_value("transformer_min_steps") or (steps_entry is not None and steps_entry.confidence in ("high", "declared")):
+                # A from-scratch run under 10K steps is in the protocol's constant-rate row:
+                # warmup belongs to the longer rows (1-5% of the run, 2000+ steps on a
+                # Transformer). A length read with less than high confidence does not
+                # silence it, unless even the Transformer warmup would fill the run.
                 return
         help_text = _FINE_TUNE_HELP if fine_tune else None
         for use in constant:
