@@ -240,7 +240,11 @@ def test_opx301_fix_builds_the_protocol_schedule() -> None:
     no_steps = engine.fix_text(src, "x.py", {"OPX301"}, unsafe=True, context={"arch": ("transformer", "cli")})
     assert no_steps.text == src  # no fix without steps
     short = engine.fix_text(src, "x.py", {"OPX301"}, unsafe=True, context={"arch": ("transformer", "cli"), "steps": (5000, "cli")})
-    assert "optax.warmup_constant_schedule(init_value=0.0,peak_value=3e-4,warmup_steps=500," in "".join(short.text.split())
+    assert short.text == src  # under 10K steps from scratch: the protocol's constant-rate row, nothing to fix
+    fine = engine.fix_text(
+        src, "x.py", {"OPX301"}, unsafe=True, context={"arch": ("transformer", "cli"), "steps": (5000, "cli"), "fine_tune": (True, "cli")}
+    )
+    assert "optax.warmup_constant_schedule(init_value=0.0,peak_value=3e-4,warmup_steps=100," in "".join(fine.text.split())
 
 
 def test_opx302_range_and_message() -> None:
