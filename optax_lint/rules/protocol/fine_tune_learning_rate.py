@@ -103,6 +103,20 @@ def learning_rate_peak(ctx: Context, step: Step) -> tuple[Optional[float], Optio
     return (value, expr) if is_number(value) else (None, None)
 
 
+def _scheduled_peak(ctx: Context, scheduled: Step, scale: Step) -> tuple[Optional[float], Optional[cst.CSTNode]]:
+    """(peak LR, the schedule) of a hand-built chain that scales by a schedule and then by
+    a negative constant (`scale_by_schedule(s)`, `scale(-1.0)`): the rate is the
+    schedule's times the constant's size."""
+    origin = scheduled.origin
+    expr = origin.args.expr("step_size_fn") if origin.args is not None else None
+    schedule = ctx.facts.schedule_of(expr, origin.scope) if expr is not None else None
+    peak = schedule_peak(schedule) if schedule is not None else None
+    factor = scale.arg_value("step_size") if scale.origin.args is not None and "step_size" not in scale.const else None
+    if peak is None or not is_number(factor) or factor >= 0:
+        return None, None
+    return peak * -factor, schedule.call
+
+
 def _relative_step(step: Step) -> bool:
     """adafactor with multiply_by_parameter_scale on (its default) or not known off: its
     learning rate scales each update by the parameter's RMS, so 1e-3 moves a weight of
@@ -122,12 +136,20 @@ class FineTuneLearningRate(Rule):
         found = []
         for pipeline in ctx.facts.pipelines:
             for seq in expanded_sequences(ctx.facts, pipeline):
+                scheduled = None
                 for step in seq:
+                    if step.primitive == "scale_by_schedule":
+                        scheduled = step
                     if not step.is_lr_step or step.maybe:
                         continue
                     if _relative_step(step):
                         break  # a fraction of each weight's RMS, not an Adam-scale step
-                    peak, where = learning_rate_peak(ctx, step)
+                    if scheduled is not None and step.primitive == "scale":
+                        # scale_by_schedule applied the rate; this scale(-1.0) flips the sign
+                        peak, where = _scheduled_peak(ctx, scheduled, step)
+                        step = scheduled
+                    else:
+                        peak, where = learning_rate_peak(ctx, step)
                     if peak is not None and peak > threshold and step.origin.call is not None:
                         found.append((pipeline, step, peak, where))
                     break
