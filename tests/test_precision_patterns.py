@@ -274,3 +274,16 @@ def test_opx301_length_premise_skips_a_numpyro_svi_fit() -> None:
     assert codes("svi = SVI(model, guide, tx, loss)\n") == []
     assert codes("svi = SVI(model, guide, optim=optax_to_numpyro(tx), loss=loss)\n") == []
     assert codes("opt_state = tx.init(params)\n") == ["OPX301"]
+
+
+def test_opx201_names_the_harm_for_the_optimizer_it_found() -> None:
+    """An unclipped spike stalls Adam through its second moment; plain SGD has no such
+    memory, its step is the gradient itself: the message says the harm that applies."""
+    src = "# optax-lint: context arch=transformer\nimport optax\ntx = optax.{opt}\nupdates, state = tx.update(grads, state, params)\n"
+
+    def message(opt: str) -> str:
+        (finding,) = lint(src.format(opt=opt), "train.py", {"OPX201"})
+        return finding.message
+
+    assert message("adamw(3e-4)").endswith("so one corrupted batch cannot stall Adam")
+    assert message("sgd(0.1, momentum=0.9)").endswith("so one corrupted batch cannot take a step as large as its gradient")

@@ -44,6 +44,21 @@ def _optax_name(ctx: Context, call: cst.Call) -> Optional[str]:
     return None
 
 
+_SECOND_MOMENT = ("adam", "lamb", "adabelief", "yogi", "rmsprop", "adagrad", "adafactor", "scale_by_rms", "scale_by_rss")
+
+
+def _harm(uses) -> str:
+    """What one unclipped spike does to this optimizer: an Adam-family optimizer keeps
+    it in its second moment and stalls (measured, see the rule's doc); plain SGD or
+    momentum steps by the gradient itself, so the spike becomes the step."""
+    if uses and not any(u.adaptive for u in uses):
+        return "take a step as large as its gradient"
+    names = [u.adaptive_name.lower() for u in uses if u.adaptive]
+    if not names or any(key in name for name in names for key in _SECOND_MOMENT):
+        return "stall Adam"
+    return "derail training"
+
+
 class MissingGradientClipping(Rule):
     code = "OPX201"
 
@@ -65,10 +80,12 @@ class MissingGradientClipping(Rule):
         if arch is None:
             return
         max_norm = float(ctx.option("cnn_max_norm") if arch.value == "cnn" else ctx.option("transformer_max_norm"))
+        uses = ctx.facts.schedule_analysis.lr_uses
         for pipeline in candidates:
             ctx.report(
                 pipeline.call,
                 optimizer=_chosen_optimizer(pipeline),
+                harm=_harm([u for u in uses if u.pipeline is pipeline]),
                 arch=arch_name(arch.value),
                 evidence=arch.cite(),
                 max_norm=repr(max_norm),
