@@ -30,6 +30,8 @@ OPTAX_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+
 NOTEBOOK_OPTAX_IMPORT = re.compile(rb'"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*optax\b|from[ \t]+optax\b)')
 MAX_BYTES = 4 * 1024 * 1024
 _MARKERS = ("pyproject.toml", "setup.cfg")
+# Read for the project's own pins (optax_lint/facts/project/pins.py), as in a checkout.
+_PIN_FILES = ("requirements.txt",)
 
 
 def git(git_dir: Path, *args: str) -> bytes:
@@ -53,9 +55,10 @@ def clone(repo: str, commit: str, clones: Path) -> Path:
 
 
 def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
-    """Copy every .py file (and each .ipynb that imports optax) at `commit`, and the
-    project markers (pyproject.toml, setup.cfg) that tell a checkout's top, where its
-    imports resolve from; return the optax-using files, relative to `out`."""
+    """Copy every .py file (and each .ipynb that imports optax) at `commit`, the project
+    markers (pyproject.toml, setup.cfg) that tell a checkout's top, where its imports
+    resolve from, and the requirements.txt files the linter reads pins from; return the
+    optax-using files, relative to `out`."""
     listing = git(git_dir, "ls-tree", "-r", "-z", "--long", commit).split(b"\0")
     using = []
     for entry in listing:
@@ -64,7 +67,7 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         meta, _, name = entry.partition(b"\t")
         mode, kind, sha, size = meta.split()
         path = name.decode("utf-8", "surrogateescape")
-        marker = path.rsplit("/", 1)[-1] in _MARKERS
+        marker = path.rsplit("/", 1)[-1] in _MARKERS + _PIN_FILES
         if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or marker):
             continue
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks
