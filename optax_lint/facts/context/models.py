@@ -151,6 +151,10 @@ class ModelIndex:
         self.direct: list[Signal] = []  # layers built outside any class
         self.used: list[tuple[str, cst.CSTNode, Scope]] = []  # module classes built outside classes
         self.used_imports: list[tuple[str, cst.CSTNode, Scope]] = []
+        # Classes built inside a class, with where: ("use", local class name | "import",
+        # qualified name, node, scope, owner). A class that builds no layer of its own (a
+        # trainer) is no model: what it constructs is (see infer_arch).
+        self.built_in_classes: list[tuple[str, str, cst.CSTNode, Scope, str]] = []
         # Imported functions whose result the code outside classes binds to a model name
         # (`state, model = load_train_state(...)`): the model is built in their module.
         self.model_helpers: list[tuple[str, cst.CSTNode, Scope, str]] = []
@@ -209,6 +213,7 @@ class ModelIndex:
                 if model is not None:
                     if expr.value != model.name:
                         model.uses.append(expr.value)
+                        self.built_in_classes.append(("use", expr.value, node, scope, model.name))
                 else:
                     self.used.append((expr.value, node, scope))
                 return
@@ -216,6 +221,7 @@ class ModelIndex:
         if qual and not qual.startswith(_LIBRARIES) and qual.rsplit(".", 1)[-1][:1].isupper():
             if model is not None:
                 model.imports.append((qual, node))
+                self.built_in_classes.append(("import", qual, node, scope, model.name))
             else:
                 self.used_imports.append((qual, node, scope))
 
@@ -333,6 +339,26 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         for qual, node, scope, how in index.model_helpers:
             if keep(scope):
                 signals.extend(_helper_model(facts, qual, node, how))
+        decided = _decide(signals, names)
+    if decided is None and not signals:
+        # The model a class that builds no layer of its own constructs in a method (a
+        # trainer's `model = Forecaster(...)`): that class is no model, what it builds is.
+        for kind, value, node, scope, owner in index.built_in_classes:
+            holder = index.classes.get(owner)
+            if holder is None or holder.signals or _name_arch(owner) or not keep(scope):
+                continue
+            if kind == "use":
+                found, imported, reached = index.closure(value)
+                signals.extend(found)
+                for qual, imported_node in imported:
+                    signals.extend(_imported_model(facts, qual, imported_node))
+                for reached_name in reached:
+                    arch = _name_arch(reached_name)
+                    if arch is not None:
+                        signals.append(Signal(arch, Origin(facts, index.classes[reached_name].scope.node), f"class {reached_name}", by_name=True))
+            else:
+                signals.extend(_imported_model(facts, value, node))
+            names.append(value.rsplit(".", 1)[-1])
         decided = _decide(signals, names)
     if decided is None and not signals:
         picked = _picked_by_name(inf)
