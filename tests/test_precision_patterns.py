@@ -287,3 +287,17 @@ def test_opx201_names_the_harm_for_the_optimizer_it_found() -> None:
 
     assert message("adamw(3e-4)").endswith("so one corrupted batch cannot stall Adam")
     assert message("sgd(0.1, momentum=0.9)").endswith("so one corrupted batch cannot take a step as large as its gradient")
+
+
+def test_opx108_judges_the_whole_runs_decay() -> None:
+    """Decoupled decay shrinks a weight by at most 1 - exp(-lr x wd x steps) over the run:
+    under 5% (5,000 steps at 3e-4, wd 1e-2: 1.5%) no mask is asked for; over a longer run
+    (50,000 steps: 14%), or with the length unknown, the finding stands."""
+    src = "# optax-lint: context arch=transformer{steps}\nimport optax\ntx = optax.adamw(3e-4, weight_decay=1e-2)\n"
+
+    def codes(steps: str) -> list:
+        return [f.code for f in lint(src.format(steps=steps), "train.py", {"OPX108"})]
+
+    assert codes(" steps=5000") == []
+    assert codes(" steps=50000") == ["OPX108"]
+    assert codes("") == ["OPX108"]

@@ -3,6 +3,7 @@ biases and norm scales are decayed too."""
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import libcst as cst
@@ -29,6 +30,9 @@ class DecayWithoutMask(Rule):
                     value = decay_value(facts, node)
                     if value is not None and value < negligible:
                         continue  # adamw's default 1e-4 and the like: no regularization to aim
+                    shrink = _run_shrink(facts, node, value)
+                    if shrink is not None and shrink < float(ctx.option("negligible_shrink")):
+                        continue  # the whole run's decay moves a scale or bias by a few percent at most
                     candidates.append((pipeline, node))
         if not candidates:
             return
@@ -66,6 +70,32 @@ class DecayWithoutMask(Rule):
                 return False
             parent = parent.parent
         return True
+
+
+def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
+    """The most the decay can shrink a parameter over the whole run, 1 - exp(-lr x wd x
+    steps) with the peak rate (decoupled decay multiplies each weight by 1 - lr x wd per
+    step; a gradient that pushes back only makes it less), when the optimizer's own rate,
+    its decay and a run length read with high confidence (or declared) are all known;
+    None otherwise."""
+    from optax_lint.facts.project.evaluate import project_value
+    from optax_lint.facts.schedules.analysis import context_number, context_value, is_number
+    from optax_lint.rules.protocol.fine_tune_learning_rate import schedule_peak
+
+    if decay is None or node.args is None or node.kind != "alias":
+        return None
+    steps = context_number(facts, "steps")
+    entry = context_value(facts, "steps")
+    if steps is None or entry is None or entry.confidence not in ("high", "declared"):
+        return None
+    expr = node.args.expr("learning_rate")
+    if expr is None:
+        return None
+    schedule = facts.schedule_of(expr, node.scope)
+    peak = schedule_peak(schedule) if schedule is not None else project_value(facts, expr, node.scope)
+    if not is_number(peak) or peak <= 0:
+        return None
+    return 1.0 - math.exp(-float(peak) * float(decay) * float(steps))
 
 
 def _mask_fix(facts, pipeline: Pipeline, node: TxNode):
