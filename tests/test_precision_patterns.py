@@ -301,3 +301,24 @@ def test_opx108_judges_the_whole_runs_decay() -> None:
     assert codes(" steps=5000") == []
     assert codes(" steps=50000") == ["OPX108"]
     assert codes("") == ["OPX108"]
+
+
+def test_opx501_best_epoch_save_is_the_selected_model_unless_a_run_resumes() -> None:
+    """A params-only checkpoint written when a metric beats the best so far keeps the
+    selected model; a periodic one, or any save in a file that resumes training from a
+    checkpoint, is still a resume point without the optimizer state."""
+    head = (
+        "import optax\nfrom flax.training import checkpoints, train_state\n"
+        "tx = optax.adam(1e-3)\nstate = train_state.TrainState.create(apply_fn=f, params=p, tx=tx)\n"
+        "def save(state, step):\n    checkpoints.save_checkpoint('ckpt', state.params, step)\n"
+    )
+    best = "best = 0.0\nfor epoch in range(100):\n    state = step(state)\n    acc = evaluate(state)\n    if acc > best:\n        best = acc\n        save(state, epoch)\n"
+    periodic = "for epoch in range(100):\n    state = step(state)\n    if epoch % 10 == 0:\n        save(state, epoch)\n"
+    resumed = "params = checkpoints.restore_checkpoint('ckpt', None)\nstate = state.replace(params=params)\n"
+
+    def codes(body: str) -> list:
+        return [f.code for f in lint(head + body, "train.py", {"OPX501"})]
+
+    assert codes(best) == []
+    assert codes(periodic) == ["OPX501"]
+    assert codes(resumed + best) == ["OPX501"]

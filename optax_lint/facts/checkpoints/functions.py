@@ -4,6 +4,7 @@ loop, directly or through the functions that call it."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -11,6 +12,37 @@ import libcst as cst
 from optax_lint.facts.checkpoints.vocabulary import FUNCTION_WRAPPERS
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import CallRecord, Scope
+
+
+_BEST = re.compile(r"best", re.IGNORECASE)
+
+
+def _mentions_best(test: cst.BaseExpression) -> bool:
+    """A condition that compares with the best so far: `acc >= best_acc`, `loss < self.best`."""
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name) and _BEST.search(node.value):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _under_best_guard(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """Whether `target` sits in the body of an `if` inside `root` whose condition compares
+    with a best-so-far value."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    while stack:
+        node, guarded = stack.pop()
+        if node is target:
+            return guarded
+        if isinstance(node, cst.If):
+            stack.append((node.body, guarded or _mentions_best(node.test)))
+            if node.orelse is not None:
+                stack.append((node.orelse, guarded))
+            continue
+        stack.extend((child, guarded) for child in node.children)
+    return False
 
 
 class LocalFunctions:
@@ -80,6 +112,27 @@ class LocalFunctions:
         while scope is not None and scope.kind not in ("function", "module"):
             scope = scope.parent
         return scope is not None and scope.kind == "function" and self._scope_called_in_loop(scope, 0)
+
+    def keeps_best(self, record: CallRecord) -> bool:
+        """Written only when a metric beats the best so far (early stopping's selection of
+        a model): the call, or the call of the function that holds it (two levels up),
+        is in the body of an `if` that compares with a best-so-far value."""
+        node: cst.CSTNode = record.node
+        scope: Optional[Scope] = record.scope
+        for _ in range(3):
+            while scope is not None and scope.kind not in ("function", "module"):
+                scope = scope.parent
+            if scope is None or scope.node is None:
+                return False
+            if _under_best_guard(scope.node, node):
+                return True
+            if scope.kind != "function":
+                return False
+            callers = self._callers_map().get(scope, [])
+            if len(callers) != 1:
+                return False  # called from several places: not one selection
+            node, scope = callers[0].node, callers[0].scope
+        return False
 
     def _scope_called_in_loop(self, scope: Scope, depth: int) -> bool:
         if scope in self._periodic:

@@ -61,6 +61,8 @@ class CheckpointMissingOptState(Rule):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
             if site.api in _SERIALIZERS and not self._resumed(ctx, ckpt):
                 continue  # a plain serializer's file, and nothing read back is trained on: an export
+            if ckpt.keeps_best(site.record) and not self._resumed(ctx, ckpt):
+                continue  # the best epoch kept as the selected model, and no run resumes from anything
             if any(
                 other is not site and other.record.scope is site.record.scope and other.payload.has_opt_state()
                 for other in ckpt.saves
