@@ -320,11 +320,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         signals.extend(found)
         imports.extend(imported)
         names.append(name)
-        for reached_name in reached:
-            arch = _name_arch(reached_name)
-            if arch is not None:
-                model = index.classes[reached_name]
-                signals.append(Signal(arch, Origin(facts, model.scope.node), f"class {reached_name}", by_name=True))
+        signals.extend(_named_like_models(facts, reached))
     confidence_cap = "high" if used or index.direct else "medium"
     decided = _decide(signals, names)
     if decided is None or decided[2] != "high":
@@ -352,10 +348,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
                 signals.extend(found)
                 for qual, imported_node in imported:
                     signals.extend(_imported_model(facts, qual, imported_node))
-                for reached_name in reached:
-                    arch = _name_arch(reached_name)
-                    if arch is not None:
-                        signals.append(Signal(arch, Origin(facts, index.classes[reached_name].scope.node), f"class {reached_name}", by_name=True))
+                signals.extend(_named_like_models(facts, reached))
             else:
                 signals.extend(_imported_model(facts, value, node))
             names.append(value.rsplit(".", 1)[-1])
@@ -424,6 +417,18 @@ def _several_models_trained(facts) -> Optional[str]:
     return None
 
 
+def _named_like_models(module, class_names: list[str]) -> list[Signal]:
+    """Weak signals (by name alone) for the classes of `module` named like a model
+    (`class GPT`), among the classes a model reaches."""
+    index = module.model_index
+    out = []
+    for name in class_names:
+        arch = _name_arch(name)
+        if arch is not None:
+            out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name}", by_name=True))
+    return out
+
+
 def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     short = qual.rsplit(".", 1)[-1]
     if _NOT_A_MODEL.search(short):
@@ -435,11 +440,7 @@ def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
         index = module.model_index
         if rest[0] in index.classes:
             signals, _, reached = index.closure(rest[0])
-            out = [s for s in signals]
-            for name in reached:
-                arch = _name_arch(name)
-                if arch is not None:
-                    out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name}", by_name=True))
+            out = signals + _named_like_models(module, reached)
             return [Signal(s.arch, s.origin, f"{s.label} ({module.display_path}, used as {short})", s.by_name) for s in out]
     arch = _name_arch(short)
     if arch is not None:
@@ -492,10 +493,7 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]
         if within(scope):
             found_signals, _, reached = index.closure(class_name)
             out.extend(found_signals)
-            for reached_name in reached:
-                arch = _name_arch(reached_name)
-                if arch is not None:
-                    out.append(Signal(arch, Origin(module, index.classes[reached_name].scope.node), f"class {reached_name}", by_name=True))
+            out.extend(_named_like_models(module, reached))
     for imported, node, scope in index.used_imports:
         if within(scope):
             out.extend(_imported_model(module, imported, node))
