@@ -11,7 +11,7 @@ import libcst as cst
 
 from optax_lint.facts.checkpoints.vocabulary import FUNCTION_WRAPPERS
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.walker import CallRecord, Scope
+from optax_lint.syntax.walker import CallRecord, Scope, children, walk
 
 
 _BEST = re.compile(r"best", re.IGNORECASE)
@@ -19,13 +19,7 @@ _BEST = re.compile(r"best", re.IGNORECASE)
 
 def _mentions_best(test: cst.BaseExpression) -> bool:
     """A condition that compares with the best so far: `acc >= best_acc`, `loss < self.best`."""
-    stack: list[cst.CSTNode] = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name) and _BEST.search(node.value):
-            return True
-        stack.extend(node.children)
-    return False
+    return any(isinstance(node, cst.Name) and _BEST.search(node.value) for node in walk(test))
 
 
 def _under_best_guard(root: cst.CSTNode, target: cst.CSTNode) -> bool:
@@ -41,7 +35,7 @@ def _under_best_guard(root: cst.CSTNode, target: cst.CSTNode) -> bool:
             if node.orelse is not None:
                 stack.append((node.orelse, guarded))
             continue
-        stack.extend((child, guarded) for child in node.children)
+        stack.extend((child, guarded) for child in children(node))
     return False
 
 

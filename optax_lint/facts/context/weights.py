@@ -26,6 +26,7 @@ from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import walk
 
 _RESTORE = frozenset(
     {
@@ -121,14 +122,12 @@ def _target_names(target) -> set[str]:
 
 
 def _names_in(node: cst.CSTNode, out: set[str], budget: list[int]) -> None:
-    if budget[0] <= 0:
-        return
-    budget[0] -= 1
-    if isinstance(node, cst.Name):
-        out.add(node.value)
-        return
-    for child in node.children:
-        _names_in(child, out, budget)
+    for child in walk(node):
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
+        if isinstance(child, cst.Name):
+            out.add(child.value)
 
 
 def _handed_to_optimizer(facts) -> set[str]:
