@@ -11,6 +11,9 @@ import libcst as cst
 from optax_lint.facts.masks.extract import decay_in_project, decay_mask_param, decay_value
 from optax_lint.facts.masks.param_tree import frameworks
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
+from optax_lint.facts.project.evaluate import project_value
+from optax_lint.facts.schedules.analysis import context_number, context_value, is_number
+from optax_lint.rules.protocol.fine_tune_learning_rate import schedule_peak
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
 
@@ -78,10 +81,6 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
     step; a gradient that pushes back only makes it less), when the optimizer's own rate,
     its decay and a run length read with high confidence (or declared) are all known;
     None otherwise."""
-    from optax_lint.facts.project.evaluate import project_value
-    from optax_lint.facts.schedules.analysis import context_number, context_value, is_number
-    from optax_lint.rules.protocol.fine_tune_learning_rate import schedule_peak
-
     if decay is None or node.args is None or node.kind != "alias":
         return None
     steps = context_number(facts, "steps")
