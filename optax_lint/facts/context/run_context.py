@@ -138,6 +138,12 @@ class ContextValue:
     def declared(self) -> bool:
         return self.source != "inferred"
 
+    @property
+    def firm(self) -> bool:
+        """Declared, or read with high confidence (a literal loop bound, a `num_steps`
+        constant): enough for a rule to stand down on, not only to speak on."""
+        return self.confidence in ("declared", "high")
+
     def where(self) -> str:
         """`train.py:12`, `declared in pyproject.toml`, `declared on the command line`."""
         if self.source == "cli":

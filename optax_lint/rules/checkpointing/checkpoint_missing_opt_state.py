@@ -51,6 +51,7 @@ class CheckpointMissingOptState(Rule):
         ckpt = ctx.facts.checkpoints
         if not ckpt.saves or not ckpt.has_optimizer:
             return
+        resumed: Optional[bool] = None  # computed once, only when an export is in question
         for site in ckpt.saves:
             payload = site.payload
             if not payload.has_params() or payload.has_opt_state() is not False:
@@ -59,10 +60,13 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
-            if site.api in _SERIALIZERS and not self._resumed(ctx, ckpt):
-                continue  # a plain serializer's file, and nothing read back is trained on: an export
-            if ckpt.keeps_best(site.record) and not self._resumed(ctx, ckpt):
-                continue  # the best epoch kept as the selected model, and no run resumes from anything
+            if site.api in _SERIALIZERS or ckpt.keeps_best(site.record):
+                # a plain serializer's file, or the best epoch kept as the selected model:
+                # an export, unless training continues from something read back
+                if resumed is None:
+                    resumed = self._resumed(ctx, ckpt)
+                if not resumed:
+                    continue
             if any(
                 other is not site and other.record.scope is site.record.scope and other.payload.has_opt_state()
                 for other in ckpt.saves

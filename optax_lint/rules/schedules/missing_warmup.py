@@ -79,21 +79,21 @@ def _fresh_name(text: Optional[str], base: str) -> str:
 _SVI = frozenset({"numpyro.infer.SVI", "numpyro.infer.svi.SVI"})
 
 
-def _fits_by_svi(facts, pipeline) -> bool:
-    """Whether `pipeline` is the `optim` of a numpyro SVI (directly, or through
-    `numpyro.optim.optax_to_numpyro`)."""
+def _svi_pipelines(facts) -> set[int]:
+    """The ids of the pipelines given to a numpyro SVI as its `optim` (directly, or
+    through `numpyro.optim.optax_to_numpyro`)."""
+    out: set[int] = set()
     for record in facts.raw.calls:
         if qualified_name(record.node.func, record.scope) not in _SVI:
             continue
         for arg in record.node.args:
             value = arg.value
-            if isinstance(value, cst.Call) and value.args and qualified_name(value.func, record.scope) in (
-                "numpyro.optim.optax_to_numpyro",
-            ):
+            if isinstance(value, cst.Call) and value.args and qualified_name(value.func, record.scope) == "numpyro.optim.optax_to_numpyro":
                 value = value.args[0].value
-            if facts.pipeline_for(value, record.scope) is pipeline:
-                return True
-    return False
+            pipeline = facts.pipeline_for(value, record.scope)
+            if pipeline is not None:
+                out.add(id(pipeline))
+    return out
 
 
 class MissingWarmup(Rule):
@@ -122,8 +122,9 @@ class MissingWarmup(Rule):
             # The length-only premise (every run of 10K+ steps warms up) is about training
             # networks; a variational fit of a probabilistic model through numpyro's SVI
             # is not one, and a length alone says nothing about its first steps.
-            constant = [u for u in constant if not _fits_by_svi(facts, u.pipeline)]
-            cold = [(u, s) for u, s in cold if not _fits_by_svi(facts, u.pipeline)]
+            svi = _svi_pipelines(facts)
+            constant = [u for u in constant if id(u.pipeline) not in svi]
+            cold = [(u, s) for u, s in cold if id(u.pipeline) not in svi]
         fine_tune_value = fine_tune_entry(facts)
         fine_tune = fine_tune_value is not None
         if fine_tune and facts.clipped_policy_gradient_learner is not None:
@@ -136,7 +137,7 @@ class MissingWarmup(Rule):
                 # length, unless that warmup is as long as the run itself.
                 if steps <= warmup_value("fine_tune_steps"):
                     return
-            elif steps <= warmup_value("transformer_min_steps") or (steps_entry is not None and steps_entry.confidence in ("high", "declared")):
+            elif steps <= warmup_value("transformer_min_steps") or (steps_entry is not None and steps_entry.firm):
                 # A from-scratch run under 10K steps is in the protocol's constant-rate row:
                 # warmup belongs to the longer rows (1-5% of the run, 2000+ steps on a
                 # Transformer). A length read with less than high confidence does not

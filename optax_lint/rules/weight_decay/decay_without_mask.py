@@ -85,7 +85,7 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
         return None
     steps = context_number(facts, "steps")
     entry = context_value(facts, "steps")
-    if steps is None or entry is None or entry.confidence not in ("high", "declared"):
+    if steps is None or entry is None or not entry.firm:
         return None
     expr = node.args.expr("learning_rate")
     if expr is None:
