@@ -67,13 +67,13 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         meta, _, name = entry.partition(b"\t")
         mode, kind, sha, size = meta.split()
         path = name.decode("utf-8", "surrogateescape")
-        marker = path.rsplit("/", 1)[-1] in _MARKERS + _PIN_FILES
-        if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or marker):
+        project_file = path.rsplit("/", 1)[-1] in _MARKERS + _PIN_FILES
+        if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or project_file):
             continue
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks
             continue
         data = git(git_dir, "cat-file", "blob", sha.decode())
-        optax = not marker and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and (b"import optax" in data or bool(NOTEBOOK_OPTAX_IMPORT.search(data)))))
+        optax = not project_file and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and (b"import optax" in data or bool(NOTEBOOK_OPTAX_IMPORT.search(data)))))
         if path.endswith(".ipynb") and not optax:
             continue
         target = out / path
