@@ -231,6 +231,29 @@ def test_opx301_needs_arch_or_steps() -> None:
     assert found(sgd, {"OPX301"}, steps=10_000) == [(2, "OPX301")]
 
 
+def test_opx301_adafactor_update_clipping_guards_the_first_steps() -> None:
+    """Adafactor's update clip after its factored second moment stands in for a warmup,
+    as an alias or hand-built; without the clip, or with Adam's moments, it does not."""
+    alias = "import optax\ntx = optax.adafactor(1e-2)\n"
+    assert found(alias, {"OPX301"}, arch="transformer") == []
+    assert found(alias, {"OPX301"}, steps=50_000) == []
+    off = "import optax\ntx = optax.adafactor(1e-2, clipping_threshold=None)\n"
+    assert found(off, {"OPX301"}, arch="transformer") == [(2, "OPX301")]
+    hand = """
+        import optax
+        tx = optax.chain(
+            optax.scale_by_factored_rms(),
+            optax.clip_by_block_rms(1.0),
+            optax.scale_by_learning_rate(1e-2),
+        )
+    """
+    assert found(hand, {"OPX301"}, arch="transformer") == []
+    assert found(hand.replace("optax.scale_by_factored_rms()", "optax.scale_by_adam()"), {"OPX301"}, arch="transformer") == [(6, "OPX301")]
+    reordered = hand.replace("optax.scale_by_factored_rms(),\n            optax.clip_by_block_rms(1.0),",
+                             "optax.clip_by_block_rms(1.0),\n            optax.scale_by_factored_rms(),")
+    assert found(reordered, {"OPX301"}, arch="transformer") == [(6, "OPX301")]  # a clip before the moments bounds the gradient only
+
+
 def test_opx301_fix_builds_the_protocol_schedule() -> None:
     src = textwrap.dedent(TRANSFORMER_CONSTANT)
     fixed = engine.fix_text(src, "x.py", {"OPX301"}, unsafe=True, context={"arch": ("transformer", "cli"), "steps": (50_000, "cli")})

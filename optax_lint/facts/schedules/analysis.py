@@ -309,6 +309,7 @@ class LrUse:
     self_scheduling: bool
     opaque: bool  # the pipeline has steps we cannot see (unknown nodes, scale_by_schedule elsewhere)
     adaptive_name: str = ""  # `adamw`, or the scale_by_* block of a hand-built chain
+    update_clipped: bool = False  # Adafactor's guard: a factored second moment, then an update clip, before the LR
 
     @property
     def optimizer_call(self) -> Optional[cst.Call]:
@@ -363,6 +364,11 @@ def build_schedule_analysis(facts) -> ScheduleFacts:
                 if sequences is None:
                     sequences = pipeline.sequences()
                 adaptive_name = _hand_built_adaptive(sequences, node)
+            update_clipped = False
+            if "factored" in adaptive_name or node.key == "adafactor":
+                if sequences is None:
+                    sequences = pipeline.sequences()
+                update_clipped = _update_clipped(sequences, node)
             uses.append(
                 LrUse(
                     pipeline, node, param, expr, arg, schedule, constant, text, lr_field,
@@ -372,6 +378,7 @@ def build_schedule_analysis(facts) -> ScheduleFacts:
                     self_scheduling=node.key in SELF_SCHEDULING,
                     opaque=opaque,
                     adaptive_name=adaptive_name,
+                    update_clipped=update_clipped,
                 )
             )
     return ScheduleFacts(shapes, uses, shapes.read)
@@ -403,6 +410,24 @@ def _hand_built_adaptive(sequences, node: TxNode) -> str:
             if step.origin is node:
                 return next((s.primitive for s in sequence[:i] if s.primitive in ADAPTIVE_PRIMITIVES), "")
     return ""
+
+
+def _update_clipped(sequences, node: TxNode) -> bool:
+    """Whether the learning-rate step of `node` follows Adafactor's two guards in every
+    expansion: a factored second moment (its decay rate rises from 0, so the estimate is
+    never stale) and then a clip of the update's RMS (`clip_by_block_rms`)."""
+    found = False
+    for sequence in sequences:
+        for i, step in enumerate(sequence):
+            if step.origin is node and step.primitive == "scale_by_learning_rate":
+                before = [s.primitive for s in sequence[:i]]
+                if "scale_by_factored_rms" not in before:
+                    return False
+                if "clip_by_block_rms" not in before[before.index("scale_by_factored_rms"):]:
+                    return False
+                found = True
+                break
+    return found
 
 
 def resolve_schedule(facts, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0) -> Optional[Schedule]:

@@ -102,11 +102,16 @@ class MissingWarmup(Rule):
     def check(self, ctx: Context) -> None:
         facts = ctx.facts
         sf = facts.schedule_analysis
+        # Adafactor with its update clipping guards its own first steps (see the rule's doc).
         constant = [
             u for u in sf.lr_uses
-            if u.constant and not u.injected and not u.self_scheduling and not u.opaque and u.node.call is not None
+            if u.constant and not u.injected and not u.self_scheduling and not u.opaque and not u.update_clipped
+            and u.node.call is not None
         ]
-        cold = [(u, s) for u, s in sf.lr_schedules() if not u.opaque and u.node.call is not None and self._cold(sf.shapes.shape(s))]
+        cold = [
+            (u, s) for u, s in sf.lr_schedules()
+            if not u.opaque and not u.update_clipped and u.node.call is not None and self._cold(sf.shapes.shape(s))
+        ]
         if not constant and not cold:
             return  # nothing to judge: do not pay for the run context
         if any(a.node.attr.value == "hyperparams" for a in facts.raw.attributes):
