@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.pipelines.sequences import expanded_sequences
 from optax_lint.facts.pipelines.use import pipeline_referenced
@@ -79,6 +80,8 @@ class MissingGradientClipping(Rule):
         arch = arch_ok(ctx, set(ctx.option("architectures")))
         if arch is None:
             return
+        if arch.value == "transformer" and identity_initialised(ctx.facts, arch) is not None:
+            return  # blocks gated shut at the start (adaLN-Zero, ReZero): no spike-prone stack to guard
         max_norm = float(ctx.option("cnn_max_norm") if arch.value == "cnn" else ctx.option("transformer_max_norm"))
         uses = ctx.facts.schedule_analysis.lr_uses
         for pipeline in candidates:

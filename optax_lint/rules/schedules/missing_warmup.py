@@ -21,6 +21,7 @@ from optax_lint.facts.schedules.analysis import (
     provenance,
 )
 from optax_lint.facts.context.loops import run_length_expression
+from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.schedules.literals import int_literal
@@ -118,6 +119,10 @@ class MissingWarmup(Rule):
             return  # the LR is driven by hand through inject_hyperparams' state
         adaptive = any(u.adaptive for u in constant) or any(u.adaptive for u, _ in cold)
         transformer = transformer_entry(facts) if adaptive else None
+        if transformer is not None and identity_initialised(facts, transformer) is not None:
+            # Blocks gated shut at the start (adaLN-Zero, ReZero) grow from the identity:
+            # the Transformer premise drops; a declared long run still warms up.
+            transformer = None
         steps = context_number(facts, "steps")
         steps_entry = context_value(facts, "steps")
         long_run = steps is not None and steps >= ctx.option("min_steps")
