@@ -282,6 +282,8 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
     if "transformer" in kinds:
         if "cnn" in kinds and any(_name_arch(n) == "cnn" for n in names):
             return None  # a convolutional net with attention blocks (a diffusion UNet): not clear
+        if "rnn" in kinds:
+            return None  # a recurrent net with an attention layer (a Bahdanau seq2seq): not a Transformer stack
         pick = "transformer"
     elif "rnn" in kinds:
         pick = "rnn"
