@@ -320,6 +320,12 @@ def test_arch_unclear_or_absent_stays_unknown():
     f = facts_of("import optax\nfrom somewhere import build\nmodel = build()\n")
     assert f.run_context.get("arch") is None
     assert "no model code" in f.run_context.note("arch")
+    # A recurrent encoder-decoder with one attention layer (Bahdanau) is no Transformer stack.
+    seq2seq = LINEN_HEAD + (
+        "class Seq2Seq(nn.Module):\n    @nn.compact\n    def __call__(self, x, y):\n"
+        "        h = nn.RNN(nn.GRUCell(8))(x)\n        return nn.MultiHeadDotProductAttention(2)(nn.RNN(nn.GRUCell(8))(y), h)\n\nSeq2Seq()\n"
+    )
+    assert facts_of(seq2seq).run_context.get("arch") is None
 
 
 def test_arch_from_imported_project_module_and_by_name(tmp_path):
@@ -363,11 +369,30 @@ def train_step(state, batch):
         ("num_epochs = 3\nsteps_per_epoch = 1000\n", 3000),
         # Loop iterations under MultiSteps(k) are micro-batches.
         ("tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)\nfor i in range(4000):\n    state = train_step(state, 1)\n", 1000),
+        # A loop over data that leaves at a bound on its enumerate counter.
+        ("config = {'num_steps': 100}\nfor step, batch in enumerate(ds):\n    if step >= config['num_steps']:\n        break\n"
+         "    state = train_step(state, batch)\n", 100),
+        ("for step, batch in enumerate(ds):\n    if step > 99: break\n    state = train_step(state, batch)\n", 100),
+        ("for step, batch in enumerate(ds, start=1):\n    if 500 <= step:\n        break\n    state = train_step(state, batch)\n", 499),
     ],
 )
 def test_steps(loop, steps):
     f = facts_of(STEP + loop)
     assert value(f, "steps") == steps
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        # the break does more than leave, or is not on the enumerate counter, or is a `<`
+        "for step, batch in enumerate(ds):\n    if step >= 100:\n        save(state)\n        break\n    state = train_step(state, batch)\n",
+        "for step, batch in enumerate(ds):\n    if loss >= 100:\n        break\n    state = train_step(state, batch)\n",
+        "for step, batch in enumerate(ds):\n    if step < 100:\n        break\n    state = train_step(state, batch)\n",
+        "for batch in ds:\n    if step >= 100:\n        break\n    state = train_step(state, batch)\n",
+    ],
+)
+def test_steps_not_read_from_other_breaks(loop):
+    assert facts_of(STEP + loop).run_context.get("steps") is None
 
 
 def test_steps_unknown_when_loops_disagree_or_bound_is_runtime():

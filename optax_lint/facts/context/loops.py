@@ -148,7 +148,8 @@ def _loop_count(inf: Evidence, loop) -> tuple[object, str]:
     if isinstance(node, cst.For):
         call = _find_range(node.iter)
         if call is None:
-            return Unknown("iterates over data"), ""
+            bounded = _break_bound(inf, loop)
+            return bounded if bounded is not None else (Unknown("iterates over data"), "")
         callee = last_name(call.func)
         args = [a for a in call.args if a.keyword is None and not a.star]
         if callee == "islice":
@@ -184,6 +185,52 @@ def _loop_count(inf: Evidence, loop) -> tuple[object, str]:
                     return Found(count, found.confidence, found.origin, found.detail), f"while ... < {code_text(target.comparator)}"
         return Unknown("while loop with an unknown bound"), ""
     return Unknown("loop"), ""
+
+
+def _break_bound(inf: Evidence, loop) -> Optional[tuple[Found, str]]:
+    """The count of `for step, batch in enumerate(loader):` that leaves at a bound,
+    `if step >= N: break` at the top of its body (N steps; `>` gives N + 1)."""
+    node = loop.node
+    it, target = node.iter, node.target
+    if not (isinstance(it, cst.Call) and last_name(it.func) == "enumerate" and isinstance(target, (cst.Tuple, cst.List))
+            and target.elements and isinstance(target.elements[0].value, cst.Name)):
+        return None
+    counter = target.elements[0].value.value
+    start = 0
+    for index, arg in enumerate(it.args):
+        if arg.keyword is not None and arg.keyword.value == "start" or arg.keyword is None and index == 1:
+            start = value_of(arg.value, loop.scope)
+    if not isinstance(start, int) or isinstance(start, bool):
+        return None
+    for stmt in node.body.body:
+        if not (isinstance(stmt, cst.If) and stmt.orelse is None and _only_break(stmt.body)):
+            continue
+        test = stmt.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            continue
+        op, left, right = test.comparisons[0].operator, test.left, test.comparisons[0].comparator
+        if isinstance(left, cst.Name) and left.value == counter:
+            bound, extra = right, {cst.GreaterThanEqual: 0, cst.GreaterThan: 1}.get(type(op))
+        elif isinstance(right, cst.Name) and right.value == counter:
+            bound, extra = left, {cst.LessThanEqual: 0, cst.LessThan: 1}.get(type(op))
+        else:
+            continue
+        if extra is None:
+            continue
+        found = inf.ev.eval(bound, loop.scope)
+        if isinstance(found, Found) and isinstance(found.value, int) and not isinstance(found.value, bool):
+            count = found.value + extra - start
+            return Found(count, found.confidence, found.origin, found.detail), f"enumerate(...) until {counter} reaches {code_text(bound)}"
+        return None
+    return None
+
+
+def _only_break(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    if isinstance(body, cst.SimpleStatementSuite):
+        return len(statements) == 1 and isinstance(statements[0], cst.Break)
+    return (len(statements) == 1 and isinstance(statements[0], cst.SimpleStatementLine)
+            and len(statements[0].body) == 1 and isinstance(statements[0].body[0], cst.Break))
 
 
 def _steps_from_loops(inf: Evidence):

@@ -37,9 +37,11 @@ _PEAK_PARAM = {
 }
 
 
-def schedule_peak(schedule: Schedule, depth: int = 0) -> Optional[float]:
-    """The largest value a schedule reaches, or None when it cannot be known."""
+def schedule_peak(schedule: Schedule, depth: int = 0, read=None) -> Optional[float]:
+    """The largest value a schedule reaches, or None when it cannot be known. `read`
+    (schedule, parameter) -> value reads the arguments (default: as written in the file)."""
     key = schedule.key.rsplit(".", 1)[-1]
+    value_of_arg = (lambda param: read(schedule, param)) if read is not None else schedule.value
     if depth > 6:
         return None
     if key == "join_schedules":
@@ -48,11 +50,11 @@ def schedule_peak(schedule: Schedule, depth: int = 0) -> Optional[float]:
             return None
         if isinstance(pieces, (cst.List, cst.Tuple)) and len(pieces.elements) != len(schedule.pieces):
             return None  # some piece is not an optax schedule
-        peaks = [schedule_peak(p, depth + 1) for p in schedule.pieces]
+        peaks = [schedule_peak(p, depth + 1, read) for p in schedule.pieces]
         return None if any(p is None for p in peaks) else max(peaks)
     if key == "piecewise_constant_schedule":
-        init = schedule.value("init_value")
-        scales = schedule.value("boundaries_and_scales")
+        init = value_of_arg("init_value")
+        scales = value_of_arg("boundaries_and_scales")
         if not is_number(init) or not isinstance(scales, dict):
             return None
         best, current = init, init
@@ -66,9 +68,9 @@ def schedule_peak(schedule: Schedule, depth: int = 0) -> Optional[float]:
     params = _PEAK_PARAM.get(key)
     if params is None:
         return None
-    values = [schedule.value(p) for p in params]
+    values = [value_of_arg(p) for p in params]
     if key == "exponential_decay":
-        rate = schedule.value("decay_rate")
+        rate = value_of_arg("decay_rate")
         if not is_number(rate):
             return None
         values = [values[0]] if rate <= 1 else values

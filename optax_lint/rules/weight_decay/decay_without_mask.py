@@ -91,10 +91,21 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
     if expr is None:
         return None
     schedule = facts.schedule_of(expr, node.scope)
-    peak = schedule_peak(schedule) if schedule is not None else project_value(facts, expr, node.scope)
+    if schedule is not None:
+        # the schedule's arguments as the project holds them (`config['learning_rate']`)
+        peak = schedule_peak(schedule, read=lambda s, param: _arg_value(facts, s, param))
+    else:
+        peak = project_value(facts, expr, node.scope)
     if not is_number(peak) or peak <= 0:
         return None
     return 1.0 - math.exp(-float(peak) * float(decay) * float(steps))
+
+
+def _arg_value(facts, schedule, param: str):
+    """A schedule argument followed across the project; an absent one as written (None
+    or the default the file's reading gives)."""
+    expr = schedule.args.expr(param)
+    return schedule.value(param) if expr is None else project_value(facts, expr, schedule.scope)
 
 
 def _mask_fix(facts, pipeline: Pipeline, node: TxNode):
