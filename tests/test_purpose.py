@@ -218,3 +218,72 @@ def test_one_random_batch_repeated_is_a_demo_only_when_short_and_fixed(loop: str
 def test_a_fixed_batch_of_loaded_data_is_full_batch_training() -> None:
     src = TRAIN + "\nX, y = np.load('data.npz').values()\nbatch = (X, y)\nfor _ in range(300):\n    params, opt_state = step(params, opt_state, batch)\n"
     assert purpose_of(src).kind == kinds.TRAINING_RUN
+
+
+NOISE = TRAIN + textwrap.dedent("""
+    n, bs = 512, 32
+    inputs = jax.random.randint(jax.random.PRNGKey(0), (n, 16), 0, 100)
+    labels = jax.random.randint(jax.random.PRNGKey(1), (n,), 0, 2)
+""")
+
+
+@pytest.mark.parametrize(
+    "loop, kind",
+    [
+        # inputs and labels both drawn once, sliced and placed each step, however long: a walkthrough
+        ("for epoch in range(num_epochs):\n    for i in range(0, n, bs):\n"
+         "        batch = {'x': inputs[i:i + bs], 'y': labels[i:i + bs]}\n"
+         "        batch = jax.tree.map(lambda a: jax.device_put(a, sharding), batch)\n"
+         "        params, opt_state = step(params, opt_state, batch)\n", kinds.TOY),
+        # labels computed from the inputs: a synthetic task with a rule to learn
+        ("targets = inputs.sum(axis=1) % 2\nfor i in range(0, n, bs):\n"
+         "    batch = (inputs[i:i + bs], targets[i:i + bs])\n    params, opt_state = step(params, opt_state, batch)\n",
+         kinds.TRAINING_RUN),
+        # fresh noise drawn at every step, beside the drawn arrays: a diffusion-like step
+        ("for i in range(0, n, bs):\n    noise = jax.random.normal(jax.random.PRNGKey(i), (bs, 16))\n"
+         "    batch = (inputs[i:i + bs] + noise, labels[i:i + bs])\n    params, opt_state = step(params, opt_state, batch)\n",
+         kinds.TRAINING_RUN),
+        # a batch from a helper the file defines: what it returns is not known to be noise
+        ("for i in range(0, n, bs):\n    batch = get_batch(i)\n    params, opt_state = step(params, opt_state, batch)\n",
+         kinds.TRAINING_RUN),
+    ],
+)
+def test_training_on_noise_drawn_once_is_a_walkthrough(loop: str, kind: str) -> None:
+    assert purpose_of(NOISE + loop).kind == kind
+
+
+def test_a_noise_walkthrough_in_a_file_that_loads_data_is_a_run() -> None:
+    loop = ("ds = tfds.load('imdb_reviews')\nfor i in range(0, n, bs):\n"
+            "    batch = (inputs[i:i + bs], labels[i:i + bs])\n    params, opt_state = step(params, opt_state, batch)\n")
+    assert purpose_of(NOISE + loop).kind == kinds.TRAINING_RUN
+
+
+WRITTEN = TRAIN + textwrap.dedent('''
+    TEXT = """
+    Shall I compare thee to a summer's day?
+    Thou art more lovely and more temperate:
+    Rough winds do shake the darling buds of May,
+    """
+''')
+
+
+@pytest.mark.parametrize(
+    "loop, kind",
+    [
+        ("batches = make_batches(TEXT * 20, 32)\nfor epoch in range(50):\n    for batch in batches:\n"
+         "        params, opt_state = step(params, opt_state, batch)\n", kinds.TOY),
+        ("batches, vocab = make_batches(TEXT, 32)\nfor batch in batches:\n    params, opt_state = step(params, opt_state, batch)\n",
+         kinds.TOY),
+        # a one-line string is a path or a dataset's name, not a text to learn
+        ("batches = make_batches('data/shakespeare.txt', 32)\nfor batch in batches:\n"
+         "    params, opt_state = step(params, opt_state, batch)\n", kinds.TRAINING_RUN),
+        # the paragraph joined with text from elsewhere: not known to be all of the data
+        ("batches = make_batches(TEXT * 20 + more, 32)\nfor batch in batches:\n    params, opt_state = step(params, opt_state, batch)\n",
+         kinds.TRAINING_RUN),
+        # a text of more than 8,000 characters written in the file is more than a demo's paragraph
+        ('BOOK = """' + "a line of a long book\n" * 400 + '"""\nbatches = make_batches(BOOK, 32)\nfor batch in batches:\n'
+         "    params, opt_state = step(params, opt_state, batch)\n", kinds.TRAINING_RUN),
+    ],
+)
+def test_batches_from_a_paragraph_written_in_the_file_are_a_demo(loop: str, kind: str) -> None:
+    assert purpose_of(WRITTEN + loop).kind == kind

@@ -15,7 +15,10 @@ trainer's loop), or a trainer's `fit` / `train` call, outside tests. Not one:
 - a benchmark: a loop that applies the same inputs between two clock reads
   (`time.perf_counter()` ... `block_until_ready`), or a file or folder named
   bench/benchmark without a loop that trains;
-- a toy demo: a loop of at most a thousand steps over a few literal rows of data;
+- a toy demo: a loop of at most a thousand steps over a few literal rows of data or
+  one random batch; a loop of any length whose every batch is cut from random inputs
+  and random labels drawn once (a sharding walkthrough); batches made from a paragraph
+  written in the file (a character-level demo);
 - a building block: a function returns the optimizer and nothing in the file steps it;
 - otherwise, code that never steps its optimizer repeatedly.
 
@@ -123,6 +126,8 @@ class _Reader:
                 timing.append((loop, call))
             elif self._short_and_dataless(loop) and (demo := self._demo(loop, call)) is not None:
                 toy.append((call, demo))
+            elif (noise := self._trains_on_noise(loop, call) or self._trains_on_written_text(loop)) is not None:
+                toy.append((call, noise))
             else:
                 (strong if stepped else weak).append((loop, call))
         scanned = self._scanned_steps()
@@ -244,6 +249,103 @@ class _Reader:
         scope = next((r.scope for r in self._calls_in(loop) if r.node is call), loop.scope)
         fixed = [a.value for a in call.args if isinstance(a.value, cst.Name) and not self._bound_in(a.value, scope, loop)]
         return any(self._random(name, scope, 3) for name in fixed)
+
+    def _trains_on_noise(self, loop, call: cst.Call) -> Optional[str]:
+        """Every batch the step gets is cut from random numbers drawn once before the
+        loop, inputs and targets alike (`input_ids = jax.random.randint(...)`, `labels =
+        jax.random.randint(...)`, then `input_ids[i:i + batch_size]`), in a file that
+        loads no data: noise with nothing to learn, a walkthrough of the step (a sharding
+        demo) however many steps it takes, not a run whose stability matters."""
+        if self._draws_data(loop) or any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
+            return None
+        record = next((r for r in self._calls_in(loop) if r.node is call), None)
+        scope = record.scope if record is not None else loop.scope
+        carried = _assigned_names(record.statement) if record is not None else set()
+        drawn: set[str] = set()
+        fed = False
+        for arg in call.args:
+            value = arg.value
+            if not isinstance(value, cst.Name) or value.value in carried or not self._bound_in(value, scope, loop):
+                continue  # the model, the optimizer, the state the step hands back
+            fed = True
+            if not self._cut_from_noise(value, scope, loop, drawn, 4):
+                return None
+        if not fed or len(drawn) < 2:
+            return None
+        names = ", ".join(sorted(drawn))
+        return f"every batch the step trains on is cut from random numbers drawn once before the loop ({names})"
+
+    def _trains_on_written_text(self, loop) -> Optional[str]:
+        """The loop iterates over batches made from a short text of several lines written
+        in the file (`batches = create_dataset(SAMPLE_TEXT * 20, ...)`): a character-level
+        demo that memorises a paragraph. A one-line string (a path, a dataset's name)
+        is not such a text."""
+        node = loop.node
+        if not isinstance(node, cst.For):
+            return None
+        it = node.iter
+        while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
+            it = it.args[0].value
+        if not isinstance(it, cst.Name):
+            return None
+        made = _single_value(it, loop.scope)
+        if not isinstance(made, cst.Call):
+            return None
+        for arg in made.args:
+            size = _written_text_size(arg.value, loop.scope)
+            if size is not None and size <= _TOY_TEXT:
+                return f"the batches are made from a text of {size} characters written in the file"
+        return None
+
+    def _cut_from_noise(self, name: cst.Name, scope: Scope, loop, drawn: set, depth: int, seen: frozenset = frozenset()) -> bool:
+        """`name`, bound inside the loop, is built only by slicing, indexing, placing and
+        regrouping arrays drawn at random before the loop (added to `drawn`), with loop
+        counters and other names that hold no array sliced; no draw or call for data is
+        made inside the loop. Every binding of it in the loop must be so (`batch = {...}`
+        then `batch = jax.tree.map(place, batch)`)."""
+        _, bindings = lookup(name.value, scope)
+        inside = [b for b in bindings if self._stmt_in(b.node, loop)]
+        if depth < 0 or not inside or any(b.kind not in ("assign", "annassign") or b.value is None for b in inside):
+            return False
+        seen = seen | {name.value}
+        for binding in inside:
+            parts = _Parts()
+            binding.value.visit(parts)
+            if parts.calls_random:
+                return False  # fresh noise each step (a diffusion or GAN step's own draw)
+            for sliced in parts.sliced:
+                if self._drawn_before(sliced, scope, loop):
+                    drawn.add(sliced.value)
+                elif sliced.value in seen:
+                    continue
+                elif not self._bound_in(sliced, scope, loop) or not self._cut_from_noise(sliced, scope, loop, drawn, depth - 1, seen):
+                    return False
+            for other in parts.names:
+                if other.value in parts.lambda_params or other.value in seen or any(other is s for s in parts.sliced):
+                    continue
+                _, found = lookup(other.value, scope)
+                if any(self._stmt_in(b.node, loop) and b.kind in ("assign", "annassign") for b in found):
+                    if not self._cut_from_noise(other, scope, loop, drawn, depth - 1, seen):
+                        return False
+        return True
+
+    def _drawn_before(self, name: cst.Name, scope: Scope, loop) -> bool:
+        """`name` is bound once, before the loop, to a random draw (`.astype(...)` allowed)."""
+        _, bindings = lookup(name.value, scope)
+        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign") or self._stmt_in(bindings[0].node, loop):
+            return False
+        value = bindings[0].value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "astype":
+            value = value.func.value
+        return isinstance(value, cst.Call) and _random_draw(value)
+
+    def _stmt_in(self, stmt, loop) -> bool:
+        parents = self.facts.raw.parent_stmt
+        while stmt is not None:
+            if stmt is loop.node:
+                return True
+            stmt = parents.get(stmt)
+        return False
 
     def _bound_in(self, name: cst.Name, scope: Scope, loop) -> bool:
         """Some binding of `name` sits inside `loop` (it changes from step to step)."""
@@ -406,6 +508,89 @@ def _bench_named(path: Optional[str]) -> bool:
 
 
 _RANDOM_DRAWS = frozenset({"randint", "normal", "uniform", "bernoulli", "categorical", "truncated_normal", "rand", "randn", "integers"})
+
+
+_TOY_TEXT = 8000  # characters: a paragraph or a poem written into a tutorial
+
+
+def _single_value(name: cst.BaseExpression, scope: Scope) -> Optional[cst.BaseExpression]:
+    if not isinstance(name, cst.Name):
+        return None
+    _, bindings = lookup(name.value, scope)
+    if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign", "unpack"):
+        return None
+    return bindings[0].value  # `batches, vocab = make_batches(...)`: the call, for either name
+
+
+def _written_text_size(expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 3) -> Optional[int]:
+    """The length of a string literal of several lines (`TEXT`, `TEXT * 20` counts the
+    text once), through names assigned once."""
+    if isinstance(expr, cst.Name) and depth > 0:
+        return _written_text_size(_single_value(expr, scope), scope, depth - 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        for side in (expr.left, expr.right):
+            size = _written_text_size(side, scope, depth)
+            if size is not None:
+                return size
+        return None
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return len(value) if isinstance(value, str) and value.count("\n") >= 3 else None
+    return None
+
+
+def _random_draw(call: cst.Call) -> bool:
+    """`jax.random.randint(...)`, `np.random.normal(...)`, `rng.integers(...)`: random data."""
+    if last_name(call.func) not in _RANDOM_DRAWS:
+        return False
+    text = code_text(call.func)
+    return "random" in text or "rng" in text
+
+
+def _assigned_names(statement) -> set[str]:
+    """The names a statement binds (`state, loss = step(state, batch)`): the state a step hands back."""
+    out: set[str] = set()
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+            while targets:
+                target = targets.pop()
+                if isinstance(target, cst.Name):
+                    out.add(target.value)
+                elif isinstance(target, (cst.Tuple, cst.List)):
+                    targets.extend(e.value for e in target.elements)
+    return out
+
+
+class _Parts(cst.CSTVisitor):
+    """What an in-loop batch expression is built from: the names sliced or indexed
+    (`input_ids[i:j]`), every other name, lambda parameters, and whether it draws
+    random numbers itself."""
+
+    def __init__(self) -> None:
+        self.sliced: list[cst.Name] = []
+        self.names: list[cst.Name] = []
+        self.lambda_params: set[str] = set()
+        self.calls_random = False
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        keyed = len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and isinstance(
+            node.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+        if isinstance(node.value, cst.Name) and not keyed:  # `specs["data"]` looks a value up, slices no data
+            self.sliced.append(node.value)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.lambda_params.update(p.name.value for p in node.params.params)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls_random = self.calls_random or _random_draw(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `jax.tree.map`: the root name only, not the attribute names
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
 
 
 class _RandomCalls(cst.CSTVisitor):
