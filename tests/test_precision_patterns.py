@@ -287,6 +287,8 @@ def test_opx201_names_the_harm_for_the_optimizer_it_found() -> None:
 
     assert message("adamw(3e-4)").endswith("so one corrupted batch cannot stall Adam")
     assert message("sgd(0.1, momentum=0.9)").endswith("so one corrupted batch cannot take a step as large as its gradient")
+    assert message("lamb(1e-3)").endswith("so one corrupted batch cannot stall Adam")
+    assert message("rmsprop(1e-3)").endswith("cannot stall rmsprop (its second moment keeps the spike)")
 
 
 def test_opx108_judges_the_whole_runs_decay() -> None:

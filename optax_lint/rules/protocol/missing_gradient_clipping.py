@@ -55,8 +55,11 @@ def _harm(uses) -> str:
     if uses and not any(u.adaptive for u in uses):
         return "take a step as large as its gradient"
     names = [u.adaptive_name.lower() for u in uses if u.adaptive]
-    if not names or any(key in name for name in names for key in _SECOND_MOMENT):
+    if not names or any("adam" in name or "lamb" in name for name in names):
         return "stall Adam"
+    other = next((name for name in names for key in _SECOND_MOMENT if key in name), None)
+    if other is not None:
+        return f"stall {other} (its second moment keeps the spike)"
     return "derail training"
 
 
