@@ -326,6 +326,13 @@ def test_arch_unclear_or_absent_stays_unknown():
         "        h = nn.RNN(nn.GRUCell(8))(x)\n        return nn.MultiHeadDotProductAttention(2)(nn.RNN(nn.GRUCell(8))(y), h)\n\nSeq2Seq()\n"
     )
     assert facts_of(seq2seq).run_context.get("arch") is None
+    # A jraph graph network that pools its nodes with attention is a graph network.
+    gnn = LINEN_HEAD + "import jraph\n" + (
+        "class Net(nn.Module):\n    @nn.compact\n    def __call__(self, g):\n"
+        "        g = jraph.GraphNetwork(update_edge_fn=None, update_node_fn=None)(g)\n"
+        "        return nn.MultiHeadDotProductAttention(2)(g.nodes, g.nodes)\n\nNet()\n"
+    )
+    assert facts_of(gnn).run_context.get("arch") is None
 
 
 def test_arch_from_imported_project_module_and_by_name(tmp_path):

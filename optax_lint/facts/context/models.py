@@ -22,7 +22,7 @@ from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.walker import Scope
 
-_LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.")
+_LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.", "jraph.")
 _ATTENTION = frozenset(
     {
         "MultiHeadDotProductAttention", "SelfAttention", "MultiHeadAttention", "MultiheadAttention",
@@ -39,6 +39,8 @@ _CONV = frozenset(
 _RNN = frozenset(
     {"LSTMCell", "OptimizedLSTMCell", "GRUCell", "RNN", "Bidirectional", "MGUCell", "SimpleCell", "LSTM", "GRU", "VanillaRNN", "ConvLSTMCell", "DeepRNN"}
 )
+# jraph's message-passing networks: a graph network, whatever attention it reads out with.
+_GRAPH = frozenset({"GraphNetwork", "GraphConvolution", "GAT", "InteractionNetwork", "RelationNetwork", "GraphNetGAT", "DeepSets"})
 _DENSE = frozenset({"Dense", "DenseGeneral", "Linear", "MLP", "Einsum", "LinearGeneral"})
 _WRAPPERS = frozenset({"partial", "remat", "checkpoint", "scan", "vmap", "jit", "Remat", "Scan", "Vmap", "transform", "without_apply_rng", "transform_with_state", "Sequential"})
 _NAME_ARCH = (
@@ -67,6 +69,8 @@ def _layer_arch(name: Optional[str]) -> Optional[str]:
         return "cnn"
     if last in _RNN:
         return "rnn"
+    if last in _GRAPH and name.startswith("jraph."):
+        return "gnn"
     if last in _DENSE:
         return "mlp"
     return None
@@ -282,8 +286,10 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
     if "transformer" in kinds:
         if "cnn" in kinds and any(_name_arch(n) == "cnn" for n in names):
             return None  # a convolutional net with attention blocks (a diffusion UNet): not clear
-        if "rnn" in kinds:
-            return None  # a recurrent net with an attention layer (a Bahdanau seq2seq): not a Transformer stack
+        if "rnn" in kinds or "gnn" in kinds:
+            # a recurrent net with an attention layer (a Bahdanau seq2seq), a graph network
+            # with an attention readout: not a Transformer stack
+            return None
         pick = "transformer"
     elif "rnn" in kinds:
         pick = "rnn"
