@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             git_dir = clone(repo, commit, args.clones)
         folder = repo.replace("/", "+")
         using = extract(git_dir, commit, args.corpus / folder)
+        # A checkout's top holds `.git`: the linter finds the project's root (where its
+        # imports resolve from and its pins are read) there, as it would in a clone.
+        (args.corpus / folder / ".git").mkdir(parents=True, exist_ok=True)
         files += [f"{folder}/{path}" for path in using]
         print(f"{repo}@{commit[:12]}: {len(using)} files import optax", file=sys.stderr)
     (args.corpus / "files.txt").write_text("".join(f + "\n" for f in files), encoding="utf-8")
