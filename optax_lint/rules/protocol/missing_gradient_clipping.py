@@ -68,17 +68,22 @@ class MissingGradientClipping(Rule):
 
     def check(self, ctx: Context) -> None:
         candidates = []
-        clip_elsewhere = False
+        clipped_optimizers = []
         for pipeline in ctx.facts.pipelines:
             sequences = expanded_sequences(ctx.facts, pipeline)
             if any(step.is_clip for seq in sequences for step in seq):
-                # a clip in this or another pipeline (clipper.update(grads, ...)); a chain
-                # built and never used (a leftover probe) clips nothing
-                clip_elsewhere = clip_elsewhere or pipeline_referenced(ctx.facts, pipeline)
+                # a clip in this or another pipeline (clipper.update(grads, ...), a chain that
+                # wraps the optimizer); a chain built and never used (a leftover probe) clips nothing
+                if pipeline_referenced(ctx.facts, pipeline):
+                    clipped_optimizers.append(pipeline)
                 continue
             if is_full_optimizer(sequences) and complete(sequences):
                 candidates.append(pipeline)
-        if not candidates or clip_elsewhere or _clips_by_hand(ctx):
+        # One exception: a clipped optimizer that is the other branch's choice for the same
+        # name (`if args.adafactor: optimizer = optax.adafactor(...) else: optimizer =
+        # optax.adamw(...)`, adafactor clipping its own updates) clips nothing on this branch.
+        candidates = [p for p in candidates if _alternative_only(ctx, p, clipped_optimizers)]
+        if not candidates or _clips_by_hand(ctx):
             return
         arch = arch_ok(ctx, set(ctx.option("architectures")))
         if arch is None:
@@ -119,6 +124,38 @@ class MissingGradientClipping(Rule):
             )
             return fixes.replace(call, wrapped)
         return None
+
+
+def _alternative_only(ctx: Context, candidate: Pipeline, clipped: list) -> bool:
+    """Every clipped pipeline is an alternative to `candidate`: the same name bound in the
+    same scope, in the other branch of an `if` (so none clips what `candidate` builds)."""
+    if not clipped:
+        return True
+    if candidate.name is None:
+        return False
+    mine = _branches(ctx, candidate.record.statement)
+    for other in clipped:
+        if other.name != candidate.name or other.record.scope is not candidate.record.scope:
+            return False
+        theirs = _branches(ctx, other.record.statement)
+        if not any(node is node2 and side != side2 for node, side in mine for node2, side2 in theirs):
+            return False
+    return True
+
+
+def _branches(ctx: Context, statement) -> list:
+    """(if statement, "body" | "orelse") for each `if` around `statement`."""
+    parents = ctx.facts.raw.parent_stmt
+    out, child = [], statement
+    while child in parents:
+        owner = parents[child]
+        if isinstance(owner, cst.If):
+            in_body = any(s is child for s in owner.body.body) if isinstance(owner.body, cst.IndentedBlock) else False
+            out.append((owner, "body" if in_body else "orelse"))
+        if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
+            break
+        child = owner
+    return out
 
 
 def _clips_by_hand(ctx: Context) -> bool:
