@@ -294,6 +294,11 @@ def test_low_confidence_values_are_shown_but_not_used():
         ("class ViT(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        x = nn.Conv(8, (4, 4))(x)\n        return nn.MultiHeadDotProductAttention(2)(x, x)\n\nViT()", "transformer"),
         # A hand-written attention class, only Dense layers: recognised by its name.
         ("class CausalSelfAttention(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.Dense(8)(x)\n\nCausalSelfAttention()", "transformer"),
+        # A ViT with hand-written attention: the patch Conv is its only library layer but Dense.
+        ("class ViT(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        x = nn.Conv(8, (4, 4))(x)\n        return nn.Dense(8)(x)\n\nViT()", "transformer"),
+        # A CNN with a block named for attention stays a CNN.
+        ("class Net(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        x = nn.Conv(8, (3, 3))(x)\n        return SpatialAttention()(x)\n\n"
+         "class SpatialAttention(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return x * nn.Dense(1)(x)\n\nNet()", "cnn"),
     ],
 )
 def test_arch_from_linen_models(model, arch):
@@ -347,6 +352,9 @@ def test_arch_from_imported_project_module_and_by_name(tmp_path):
     lm = tmp_path / "models" / "lm.py"
     line = next(n for n, text in enumerate(lm.read_text().splitlines(), 1) if "MultiHeadDotProductAttention" in text)
     assert entry.location == f"models/lm.py:{line}"  # relative to the project root, never absolute
+    h = facts_of("import optax\nfrom transformers import FlaxAutoModelForSequenceClassification\n"
+                 "model = FlaxAutoModelForSequenceClassification.from_pretrained('bert-base-cased')\n")
+    assert h.run_context.get("arch").value == "transformer" and h.run_context.get("arch").confidence == "medium"
     g = facts_of("import optax\nfrom hub_models import GPT2\nmodel = GPT2()\n")
     assert g.run_context.get("arch").value == "transformer" and g.run_context.get("arch").confidence == "medium"
 

@@ -52,6 +52,8 @@ _NAME_ARCH = (
             r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Perceiver|Mixtral|Qwen|Attention"
             # Hugging Face's language-model heads and families: every one is a Transformer.
             r"|ForCausalLM|ForMaskedLM|ForSeq2SeqLM|LMHeadModel|ForConditionalGeneration|Whisper|Wav2Vec2|Bart|Roberta|Electra|Bloom|Marian|Pegasus|Longformer"
+            # Its text-task heads too: every Flax model behind them is a Transformer encoder.
+            r"|ForSequenceClassification|ForTokenClassification|ForQuestionAnswering|ForMultipleChoice|ForNextSentencePrediction|ForPreTraining"
         ),
     ),
     ("cnn", re.compile(r"ResNet|Resnet|CNN|ConvNet|Convnet|VGG|UNet|Unet|LeNet|AlexNet|Inception|MobileNet|EfficientNet|DenseNet|WideResNet|ConvNeXt")),
@@ -79,6 +81,10 @@ def _layer_arch(name: Optional[str]) -> Optional[str]:
 # Helpers named like a model family that are not models: a Seq2Seq data collator, a GPT
 # tokenizer, a BERT config or dataset, a GPT3Optimizer says nothing about the layers trained.
 _NOT_A_MODEL = re.compile(r"Collator|Tokenizer|Config|Dataset|DataLoader|Processor|FeatureExtractor|Scheduler|Optimizer")
+
+
+# Names of Transformer models, not of an attention block inside another network.
+_TRANSFORMER_MODEL = re.compile(r"\b(class )?\w*(Transformer|ViT|GPT|Bert|BERT|Llama|LLaMA|Gemma|Mistral|Qwen|DecoderLM)\w*")
 
 
 def _name_arch(name: str) -> Optional[str]:
@@ -294,6 +300,13 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
     elif "rnn" in kinds:
         pick = "rnn"
     elif "cnn" in kinds:
+        # A ViT whose attention is written by hand: its only library layers are the patch
+        # embedding's Conv and Dense, and its classes are named for a Transformer model
+        # (`class ViT`, `class Transformer`; a class named only for an attention block,
+        # as CNNs have, does not count).
+        named = [s for s in signals if s.by_name and s.arch == "transformer" and _TRANSFORMER_MODEL.search(s.label)]
+        if named and not any(_name_arch(n) == "cnn" for n in names):
+            return "transformer", named[0], "medium"
         pick = "cnn"
     if pick is not None:
         signal = next(s for s in signals if s.arch == pick and not s.by_name)
