@@ -287,3 +287,20 @@ WRITTEN = TRAIN + textwrap.dedent('''
 )
 def test_batches_from_a_paragraph_written_in_the_file_are_a_demo(loop: str, kind: str) -> None:
     assert purpose_of(WRITTEN + loop).kind == kind
+
+
+@pytest.mark.parametrize(
+    "call, trains",
+    [
+        ("model, stats = train(model, optim, loader, num_epochs=10)\n", True),
+        ("model = train(model=model, optim=optax.adamw(3e-4), data=loader)\n", True),
+        # not handed the optimizer: a `train` that could be anything (a data split, a mode switch)
+        ("model = train(model, loader)\n", False),
+    ],
+)
+def test_a_project_train_function_handed_the_optimizer_is_a_weak_training_run(call: str, trains: bool) -> None:
+    src = "import optax\nfrom mylib.loop import train\noptim = optax.adamw(3e-4)\n" + call
+    got = purpose_of(src)
+    assert got.trains == trains, got.describe()
+    if trains:
+        assert got.weak and "handed the optimizer" in got.describe()

@@ -7,7 +7,8 @@ speaks wherever its defect is real, except in a test that never steps an optimiz
 
 A training run: an optimizer stepped repeatedly, by a loop around its update (`for`,
 `while`, a `lax.scan` / `fori_loop` / `while_loop` body, `self.train_step(...)` in a
-trainer's loop), or a trainer's `fit` / `train` call, outside tests. Not one:
+trainer's loop), a trainer's `fit` / `train` call, or a project `train(...)` function handed
+the optimizer, outside tests. Not one:
 
 - a test: a test file (`test_*.py`, `*_test.py`, `conftest.py`, under `tests/`), or
   code whose only optimizer use sits in `test*` functions / TestCase classes
@@ -388,6 +389,10 @@ class _Reader:
                         return record.node, f"`{name.rsplit('.', 1)[-1]}` steps the optimizer in `{body.value}`"
         return None
 
+    def _handed_an_optimizer(self, record) -> bool:
+        """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""
+        return any(_is_pipeline_name(self.facts, arg.value) for arg in record.node.args)
+
     def _trainer_call(self) -> Optional[tuple]:
         """A training loop that lives elsewhere, known by a name: `trainer.fit(...)`,
         `run_loop(agent, env)`, a jaxline experiment (jaxline calls its `step`)."""
@@ -399,12 +404,20 @@ class _Reader:
             if name in _LOOP_CALLS or (name in _TRAINER_CALLS and isinstance(func, cst.Attribute)
                                        and "trainer" in code_text(func.value).lower()):
                 return record.node, f"`{_short(record.node)}` is known as a training loop only by its name"
+            if name in _TRAINER_CALLS and isinstance(func, cst.Name) and self._handed_an_optimizer(record):
+                # `model, stats = train(model, optim, loader, ...)` from the project's own module
+                return record.node, f"`{_short(record.node)}` is handed the optimizer and named like a training loop"
         for scope in self.facts.raw.scopes:
             node = scope.node
             if scope.kind == "class" and isinstance(node, cst.ClassDef) and any(
                     code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
                 return node, f"class {scope.name} is a training framework's experiment, known by its base class"
         return None
+
+
+def _is_pipeline_name(facts, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and any(p.name == value.value for p in facts.pipelines) or any(
+        p.call is value for p in facts.pipelines)
 
 
 def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
