@@ -196,6 +196,21 @@ def test_a_removed_jax_api_under_a_jax_pinned_before_the_removal(tmp_path: Path)
     assert finding["severity"] == "error" and "was removed (AttributeError in jax" in finding["message"]
 
 
+def test_a_removed_optax_name_under_an_optax_pinned_before_the_removal(tmp_path: Path) -> None:
+    """optax.additive_weight_decay is exported through 0.1.7 and gone from 0.1.8 (the
+    published wheels): a project pinned to 0.1.3 gets an upgrade note, one pinned at or
+    past 0.1.8 (or unpinned) the error."""
+    source = "import optax\n\ntx = optax.chain(optax.additive_weight_decay(1e-4), optax.sgd(0.1))\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("optax==0.1.3\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX701")
+    assert finding["severity"] == "warning"
+    assert "is removed from optax 0.1.8 (AttributeError there); the project pins optax==0.1.3 in requirements.txt" in finding["message"]
+    (tmp_path / "requirements.txt").write_text("optax==0.1.8\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX701")
+    assert finding["severity"] == "error"
+
+
 def test_poetry_setup_py_and_extras_are_read_as_written(tmp_path: Path) -> None:
     from optax_lint.facts.project import pins
 

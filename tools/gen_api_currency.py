@@ -63,31 +63,35 @@ LIBRARIES = ("optax", "flax", "jax", "orbax-checkpoint")
 #   evidence     why the fix is safe (checked again by tests/test_api_currency.py)
 #   since        version text, when the library's message does not name one
 
+_GONE_018 = "removed in optax 0.1.8 (exported through 0.1.7)"
+
 ROWS: dict[str, dict[str, Any]] = {
     # -- optax: removed names (AttributeError) ----------------------------------
+    # since: the first release whose optax/__init__.py no longer exports the name (the
+    # published wheels of 0.1.4 through 0.2.8 read with unzip; nothing imported)
     "optax.additive_weight_decay": dict(
-        rule="OPX701", replacement="optax.add_decayed_weights", fix="rename",
+        rule="OPX701", replacement="optax.add_decayed_weights", fix="rename", since=_GONE_018,
         evidence="optax/_src/transform.py (0.1.x) defined `additive_weight_decay = "
                  "add_decayed_weights`: the same function under its old name"),
     "optax.AdditiveWeightDecayState": dict(
-        rule="OPX701", replacement="optax.AddDecayedWeightsState", fix="rename",
+        rule="OPX701", replacement="optax.AddDecayedWeightsState", fix="rename", since=_GONE_018,
         evidence="optax/_src/transform.py (0.1.x) defined `AdditiveWeightDecayState = "
                  "AddDecayedWeightsState`"),
     "optax.cast_tree": dict(rule="OPX701", replacement="optax.tree.cast"),
     "optax.hessian_diag": dict(
-        rule="OPX701", replacement="optax.second_order.hessian_diag",
+        rule="OPX701", replacement="optax.second_order.hessian_diag", since=_GONE_018,
         hint="use optax.second_order.hessian_diag (itself deprecated, removed in optax 0.2.9)"),
     "optax.fisher_diag": dict(
-        rule="OPX701", replacement="optax.second_order.fisher_diag",
+        rule="OPX701", replacement="optax.second_order.fisher_diag", since=_GONE_018,
         hint="use optax.second_order.fisher_diag (itself deprecated, removed in optax 0.2.9)"),
     "optax.hvp": dict(
-        rule="OPX701", replacement="optax.second_order.hvp",
+        rule="OPX701", replacement="optax.second_order.hvp", since=_GONE_018,
         hint="use optax.second_order.hvp (itself deprecated, removed in optax 0.2.9)"),
     "optax.scale_by_fromage": dict(
         rule="OPX701", hint="no direct replacement: optax.fromage is the complete optimizer"),
-    "optax.ScaleByFromageState": dict(rule="OPX701"),
-    "optax.maybe_update": dict(rule="OPX701"),
-    "optax.control_variates": dict(rule="OPX701", kind="module"),
+    "optax.ScaleByFromageState": dict(rule="OPX701", since="removed in optax 0.1.5 (exported through 0.1.4)"),
+    "optax.maybe_update": dict(rule="OPX701", since="removed in optax 0.2.5 (exported through 0.2.4)"),
+    "optax.control_variates": dict(rule="OPX701", kind="module", since=_GONE_018),
     "optax.losses.multiclass_logistic_loss": dict(
         rule="OPX701", replacement="optax.losses.softmax_cross_entropy_with_integer_labels",
         fix="rename",
