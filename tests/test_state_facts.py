@@ -462,6 +462,45 @@ def test_opx606_leaves_single_traced_factories_alone() -> None:
     assert lines(reinit, "OPX606") == [7]
 
 
+def test_opx606_a_jitted_function_that_runs_the_whole_training_may_init_its_optimizer() -> None:
+    """init inside jit starts one training run per call when the function steps the
+    optimizer many times itself (a Python loop, or a body it hands to lax.fori_loop)."""
+    python_loop = """
+        import jax
+        import optax
+
+        @jax.jit
+        def fit(params, batches):
+            tx = optax.adam(1e-3)
+            opt_state = tx.init(params)
+            for batch in batches:
+                updates, opt_state = tx.update(jax.grad(loss)(params, batch), opt_state, params)
+                params = optax.apply_updates(params, updates)
+            return params
+        """
+    assert lines(python_loop, "OPX606") == []
+    scanned = """
+        import jax
+        import optax
+
+        @jax.jit
+        def fit(params, xs):
+            tx = optax.adam(1e-3)
+            opt_state = tx.init(params)
+
+            def body(carry, x):
+                params, opt_state = carry
+                updates, opt_state = tx.update(jax.grad(loss)(params, x), opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), None
+
+            (params, _), _ = jax.lax.scan(body, (params, opt_state), xs)
+            return params
+        """
+    assert lines(scanned, "OPX606") == []
+    # a nested function that steps once, with no lax loop handing it the steps: still one step per call
+    assert lines(scanned.replace("jax.lax.scan(body, (params, opt_state), xs)", "body((params, opt_state), xs)"), "OPX606") == [7]
+
+
 def test_opx610_respects_the_pipeline_sign() -> None:
     source = """
         import jax

@@ -135,7 +135,7 @@ class OptimizerRebuiltInLoop(Rule):
         if info is None or not info.jitted or site.scope is not info.scope:
             return None
         name = _target_name(site)
-        if name is not None:
+        if name is not None and not _runs_whole_training(sf, info.scope, name):
             for record in _calls_in(sf, info.node, site.scope):
                 func = record.node.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "init" and _is_name(func.value, name):
@@ -156,6 +156,36 @@ class OptimizerRebuiltInLoop(Rule):
                         [(record.node, "called here with a new value each pass")],
                     )
         return None
+
+
+_LAX_LOOPS = frozenset({"fori_loop", "scan", "while_loop"})
+
+
+def _runs_whole_training(sf: StateFacts, scope: Scope, name: str) -> bool:
+    """The jitted function steps the optimizer it builds many times itself: `name.update`
+    is called in a Python loop inside it, or in a function nested in it that it hands to
+    `lax.fori_loop` / `scan` / `while_loop`. Its `init` then starts one whole training
+    run per call, as it should."""
+    lax_loop = any(r.scope is scope and _last(r.node.func) in _LAX_LOOPS for r in sf.raw.calls)
+    for record in sf.raw.calls:
+        func = record.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "update" and _is_name(func.value, name)):
+            continue
+        inner = record.scope
+        if inner is scope:
+            loop, _ = sf.enclosing_loop(record.statement)
+            if loop is not None and sf.inside(loop, scope.node):
+                return True
+            continue
+        while inner is not None and inner is not scope:
+            inner = inner.parent
+        if inner is scope and lax_loop:
+            return True
+    return False
+
+
+def _last(func: cst.BaseExpression) -> str:
+    return func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
