@@ -254,6 +254,26 @@ def test_opx301_adafactor_update_clipping_guards_the_first_steps() -> None:
     assert found(reordered, {"OPX301"}, arch="transformer") == [(6, "OPX301")]  # a clip before the moments bounds the gradient only
 
 
+def test_opx301_a_files_own_ppo_objective_bounds_the_early_steps() -> None:
+    """A loss that clips the policy ratio to [1 - eps, 1 + eps] (or rlax's clipped
+    surrogate) drops the Transformer premise; other clips do not."""
+    base = """
+        import jax.numpy as jnp
+        import optax
+        tx = optax.adam(3e-4)
+
+        def loss(ratio, adv, eps):
+            return -jnp.minimum(ratio * adv, {clip} * adv).mean()
+    """
+    assert found(base.format(clip="jnp.clip(ratio, 1 - eps, 1 + eps)"), {"OPX301"}, arch="transformer") == []
+    assert found(base.format(clip="jnp.clip(ratio, 1.0 - 0.2, 1.0 + 0.2)"), {"OPX301"}, arch="transformer") == []
+    assert found(base.format(clip="jnp.clip(ratio, 0.0, 1.0)"), {"OPX301"}, arch="transformer") == [(4, "OPX301")]
+    assert found(base.format(clip="jnp.clip(ratio, 1 - eps, 1 + 2 * eps)"), {"OPX301"}, arch="transformer") == [(4, "OPX301")]
+    rlax = "import optax\nimport rlax\ntx = optax.adam(3e-4)\nl = rlax.clipped_surrogate_pg_loss(r, a, 0.2)\n"
+    assert found(rlax, {"OPX301"}, arch="transformer") == []
+    assert found(rlax, {"OPX301"}, arch="transformer", steps=50_000) == [(3, "OPX301")]  # a declared long run still warms up
+
+
 def test_opx301_fix_builds_the_protocol_schedule() -> None:
     src = textwrap.dedent(TRANSFORMER_CONSTANT)
     fixed = engine.fix_text(src, "x.py", {"OPX301"}, unsafe=True, context={"arch": ("transformer", "cli"), "steps": (50_000, "cli")})

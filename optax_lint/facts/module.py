@@ -172,6 +172,14 @@ class ModuleFacts:
         return clipped_policy_gradient_learner(self)
 
     @functools.cached_property
+    def clipped_surrogate(self) -> Optional[cst.Call]:
+        """The file's own PPO objective: `rlax.clipped_surrogate_pg_loss(...)` or the ratio
+        clipped to [1 - eps, 1 + eps]."""
+        from optax_lint.facts.context.objectives import clipped_surrogate
+
+        return clipped_surrogate(self)
+
+    @functools.cached_property
     def imported_zero_centred_model(self) -> Optional[cst.Call]:
         """A Gemma-family model built from a package: bias-free, zero-centred norm scales."""
         from optax_lint.facts.masks.model_families import imported_zero_centred_model

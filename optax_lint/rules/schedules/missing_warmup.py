@@ -119,6 +119,10 @@ class MissingWarmup(Rule):
             return  # the LR is driven by hand through inject_hyperparams' state
         adaptive = any(u.adaptive for u in constant) or any(u.adaptive for u, _ in cold)
         transformer = transformer_entry(facts) if adaptive else None
+        if transformer is not None and facts.clipped_surrogate is not None:
+            # PPO's own loss clips the policy ratio: no early update moves the policy far,
+            # whatever Adam's first moments do (a declared long run still warms up).
+            transformer = None
         if transformer is not None and identity_initialised(facts, transformer) is not None:
             # Blocks gated shut at the start (adaLN-Zero, ReZero) grow from the identity:
             # the Transformer premise drops; a declared long run still warms up.
