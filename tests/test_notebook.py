@@ -202,6 +202,17 @@ def test_magics_become_placeholders_on_the_same_lines() -> None:
     cst.parse_module(code.text)
 
 
+def test_pip_and_conda_automagics_are_ipython_lines() -> None:
+    """IPython's automagic runs `pip install ...` without its `%`; Python never has two
+    names side by side, so such a line is IPython's, not a syntax error. Names that are
+    Python (`pip = 3`, `pip.main(...)`) stay Python."""
+    src = 'pip install -U "jax[tpu]>=0.4.33"\nconda install -y numpy\npip = 3\npip.main(["list"])\nimport optax\n'
+    code = cell_code(src)
+    assert code.placeholders == [0, 1]
+    assert code.text.splitlines()[2:] == ["pip = 3", 'pip.main(["list"])', "import optax"]
+    cst.parse_module(code.text)
+
+
 def test_cell_magics() -> None:
     bash = cell_code("%%bash\nls -la\nif [ -f x ]; then echo; fi\n")
     assert bash.foreign and bash.text == "\n\n\n"
