@@ -1,7 +1,8 @@
 """IPython syntax in a code cell, replaced by placeholder lines that Python parses.
 
 A cell may hold IPython-only lines: line magics (`%matplotlib inline`), shell escapes
-(`!nvidia-smi`, `files = !ls`), help (`optax.adamw?`), autocall escapes (`/f x`) and a
+(`!nvidia-smi`, `files = !ls`), help (`optax.adamw?`), autocall escapes (`/f x`),
+`pip install ...` run by IPython's automagic without its `%`, and a
 cell magic on its first line (`%%bash`). Each such line becomes a placeholder on the
 same line (`pass` with its indentation, so a block whose only statement was a magic
 stays a block), so line numbers never shift. A line counts as IPython syntax only at
@@ -21,6 +22,9 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "m
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ESCAPE = re.compile(r"[ \t]*(?:[%!]|\?|/(?=\w)|[,;](?=\w))")  # magic, shell, help prefix, autocall
 _ASSIGN = re.compile(r"[ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*[%!]")  # x = !ls, x = %env A
+# IPython's automagic runs these without their `%` (`pip install -U jax`); two names side
+# by side are never Python, so the line is IPython's.
+_AUTOMAGIC = re.compile(r"[ \t]*(?:pip|conda|mamba)[ \t]+(?:install|uninstall|download|list|show|freeze|update|remove|create)\b")
 _HELP_SUFFIX = re.compile(r"[ \t]*[\w.\[\]()'\"]+\?{1,2}[ \t]*")  # optax.adamw?  x.shape??
 _CELL_MAGIC = re.compile(r"%%(\w+)")
 # What the scanner stops at: outside strings, and inside each kind of string.
@@ -62,7 +66,7 @@ def _placeholder(line: str, blank: bool = False) -> str:
 
 def is_ipython_line(line: str) -> bool:
     body = line.rstrip("\r\n")
-    return bool(_ESCAPE.match(body) or _ASSIGN.match(body) or _HELP_SUFFIX.fullmatch(body))
+    return bool(_ESCAPE.match(body) or _ASSIGN.match(body) or _AUTOMAGIC.match(body) or _HELP_SUFFIX.fullmatch(body))
 
 
 class _Scanner:
