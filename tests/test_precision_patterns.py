@@ -324,3 +324,15 @@ def test_opx501_best_epoch_save_is_the_selected_model_unless_a_run_resumes() -> 
     assert codes(best) == []
     assert codes(periodic) == ["OPX501"]
     assert codes(resumed + best) == ["OPX501"]
+
+
+def test_opx103_counts_decays_per_parameter_group() -> None:
+    """multi_transform sends each parameter through one branch: a decay in one group and
+    adamw's in another decay each parameter once; both in one branch decay it twice."""
+    head = "import optax\n"
+    split = ("tx = optax.multi_transform({'m': optax.chain(optax.trace(0.9), optax.add_decayed_weights(0.1), optax.scale(-0.02)),"
+             " 'o': optax.adamw(1e-3, weight_decay=0.1)}, labels)\n")
+    both = ("tx = optax.multi_transform({'a': optax.adamw(1e-3, weight_decay=0.1),"
+            " 'b': optax.chain(optax.add_decayed_weights(0.1), optax.adamw(1e-3, weight_decay=0.1))}, labels)\n")
+    assert [f.code for f in lint(head + split, "train.py", {"OPX103"})] == []
+    assert [(f.code, f.span.line) for f in lint(head + both, "train.py", {"OPX103"})] == [("OPX103", 2)]
