@@ -123,7 +123,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     args = parser.parse_args()
     corpus = args.corpus.resolve()
-    files = (corpus / "files.txt").read_text(encoding="utf-8").split()
+    files = [line for line in (corpus / "files.txt").read_text(encoding="utf-8").splitlines() if line.strip()]  # a name may hold a space
 
     os.chdir(corpus)
     phases = Phases()

@@ -79,7 +79,7 @@ def split_path(corpus_path: str) -> tuple[str, str]:
 
 
 def lint(corpus: Path, jobs: int) -> list[dict]:
-    files = (corpus / "files.txt").read_text(encoding="utf-8").split()
+    files = [line for line in (corpus / "files.txt").read_text(encoding="utf-8").splitlines() if line.strip()]  # a name may hold a space
     cmd = [sys.executable, "-m", "optax_lint", "--no-cache", "-j", str(jobs), "--exit-zero", "--output-format", "json", *files]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(cmd, cwd=corpus, env=env, capture_output=True, text=True, check=False)
