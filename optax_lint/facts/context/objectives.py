@@ -15,6 +15,8 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.context.evidence import code_text
+
 # Learner and trainer classes of clipped policy-gradient objectives.
 _CLIPPED_POLICY_GRADIENT = re.compile(
     r"^(Agentic)?(PPO|GRPO|GSPO|DAPO|DrGRPO|RLOO)\w*(Learner|Trainer)$", re.IGNORECASE
@@ -59,4 +61,4 @@ def _one_minus_plus(low: cst.BaseExpression, high: cst.BaseExpression) -> bool:
         return False
     if not (_one(low.left) and _one(high.left)):
         return False
-    return cst.Module([]).code_for_node(low.right) == cst.Module([]).code_for_node(high.right)
+    return code_text(low.right) == code_text(high.right)

@@ -341,6 +341,7 @@ class _Reader:
         return isinstance(value, cst.Call) and _random_draw(value)
 
     def _stmt_in(self, stmt, loop) -> bool:
+        """`stmt` sits inside `loop`."""
         parents = self.facts.raw.parent_stmt
         while stmt is not None:
             if stmt is loop.node:
@@ -351,13 +352,8 @@ class _Reader:
     def _bound_in(self, name: cst.Name, scope: Scope, loop) -> bool:
         """Some binding of `name` sits inside `loop` (it changes from step to step)."""
         _, bindings = lookup(name.value, scope)
-        parents = self.facts.raw.parent_stmt
-        for binding in bindings:
-            stmt = binding.node
-            while stmt is not None:
-                if stmt is loop.node:
-                    return True
-                stmt = parents.get(stmt)
+        if any(self._stmt_in(binding.node, loop) for binding in bindings):
+            return True
         return not bindings  # unknown: treat as changing
 
     def _random(self, name: cst.Name, scope: Scope, depth: int) -> bool:
@@ -391,7 +387,7 @@ class _Reader:
 
     def _handed_an_optimizer(self, record) -> bool:
         """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""
-        return any(_is_pipeline_name(self.facts, arg.value) for arg in record.node.args)
+        return any(self.facts.pipeline_for(arg.value, record.scope) is not None for arg in record.node.args)
 
     def _trainer_call(self) -> Optional[tuple]:
         """A training loop that lives elsewhere, known by a name: `trainer.fit(...)`,
@@ -413,11 +409,6 @@ class _Reader:
                     code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
                 return node, f"class {scope.name} is a training framework's experiment, known by its base class"
         return None
-
-
-def _is_pipeline_name(facts, value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Name) and any(p.name == value.value for p in facts.pipelines) or any(
-        p.call is value for p in facts.pipelines)
 
 
 def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
@@ -616,9 +607,7 @@ class _RandomCalls(cst.CSTVisitor):
         self.names: list[cst.Name] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if last_name(node.func) in _RANDOM_DRAWS:
-            text = code_text(node.func)
-            self.random = self.random or "random" in text or "rng" in text
+        self.random = self.random or _random_draw(node)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)

@@ -18,6 +18,7 @@ from optax_lint.rules.state.loop_carry import (
     carried_arg,
     owner_scope,
 )
+from optax_lint.syntax.nodes import last_name
 from optax_lint.syntax.walker import CallRecord, Scope
 
 
@@ -166,7 +167,7 @@ def _runs_whole_training(sf: StateFacts, scope: Scope, name: str) -> bool:
     is called in a Python loop inside it, or in a function nested in it that it hands to
     `lax.fori_loop` / `scan` / `while_loop`. Its `init` then starts one whole training
     run per call, as it should."""
-    lax_loop = any(r.scope is scope and _last(r.node.func) in _LAX_LOOPS for r in sf.raw.calls)
+    lax_loop = any(r.scope is scope and last_name(r.node.func) in _LAX_LOOPS for r in sf.raw.calls)
     for record in sf.raw.calls:
         func = record.node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "update" and _is_name(func.value, name)):
@@ -182,10 +183,6 @@ def _runs_whole_training(sf: StateFacts, scope: Scope, name: str) -> bool:
         if inner is scope and lax_loop:
             return True
     return False
-
-
-def _last(func: cst.BaseExpression) -> str:
-    return func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
