@@ -31,6 +31,7 @@ resting on weak evidence are advice (info), and say what was inferred from where
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -231,7 +232,7 @@ class _Reader:
         bound = _range_bound(node.iter)
         if bound is None or bound > _TOY_STEPS:
             return False
-        return not any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls)
+        return not self._file_loads_data
 
     def _demo(self, loop, call: cst.Call) -> Optional[str]:
         """What makes a short, dataless loop a demo, or None: a few literal rows of data in
@@ -251,13 +252,18 @@ class _Reader:
         fixed = [a.value for a in call.args if isinstance(a.value, cst.Name) and not self._bound_in(a.value, scope, loop)]
         return any(self._random(name, scope, 3) for name in fixed)
 
+    @functools.cached_property
+    def _file_loads_data(self) -> bool:
+        """Some call in the file is named like loading data (`load_dataset`, `tfds.load`)."""
+        return any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls)
+
     def _trains_on_noise(self, loop, call: cst.Call) -> Optional[str]:
         """Every batch the step gets is cut from random numbers drawn once before the
         loop, inputs and targets alike (`input_ids = jax.random.randint(...)`, `labels =
         jax.random.randint(...)`, then `input_ids[i:i + batch_size]`), in a file that
         loads no data: noise with nothing to learn, a walkthrough of the step (a sharding
         demo) however many steps it takes, not a run whose stability matters."""
-        if self._draws_data(loop) or any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls):
+        if self._draws_data(loop) or self._file_loads_data:
             return None
         record = next((r for r in self._calls_in(loop) if r.node is call), None)
         scope = record.scope if record is not None else loop.scope
