@@ -211,6 +211,51 @@ def test_a_removed_optax_name_under_an_optax_pinned_before_the_removal(tmp_path:
     assert finding["severity"] == "error"
 
 
+@pytest.mark.xfail(strict=True, reason="a jax pin does not hold flax back yet")
+def test_a_jax_pin_holds_flax_below_its_break(tmp_path: Path) -> None:
+    """flax 0.10.5 and later need jax>=0.5.1 and 0.11.0 needs jax>=0.6.0 (the published
+    wheels' Requires-Dist): a project that pins jax==0.4.38 installs flax 0.10.4 at most,
+    where nnx.Optimizer(model, tx) and update(grads) are the API. A migration note, and no
+    fix that writes the 0.11 form."""
+    (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["flax>=0.10.4", "jax==0.4.38", "optax>=0.2.4"]\n', encoding="utf-8"
+    )
+    by_line = {f["line"]: f for f in _lint_json(tmp_path / "train.py", "--select", "OPX703")}
+    assert sorted(by_line) == [5, 6]
+    assert {f["severity"] for f in by_line.values()} == {"warning"}
+    for finding in by_line.values():
+        assert ("the flax the project can install (jax==0.4.38 in pyproject.toml keeps it below 0.10.5, "
+                "which needs jax 0.5.1 or newer), which still accepts it: when you upgrade past it, ") in finding["message"]
+    assert by_line[6]["fix"] is None
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["flax>=0.10.4", "jax>=0.6,<0.9"]\n', encoding="utf-8"
+    )
+    assert [f["severity"] for f in _lint_json(tmp_path / "train.py", "--select", "OPX703")] == ["error", "error"]
+
+
+@pytest.mark.xfail(strict=True, reason="a deprecation whose replacement the pinned release lacks is reported like any other")
+def test_a_deprecated_api_whose_replacement_the_pin_lacks_is_an_upgrade_note(tmp_path: Path) -> None:
+    """jax.experimental.shard_map warns from jax 0.8.0; jax.shard_map exists from 0.6.1.
+    Under jax<=0.4.37 the advice cannot be followed: an info note for the upgrade, no fix.
+    Unpinned, the warning and its fix stand."""
+    source = (
+        "from jax.experimental.shard_map import shard_map\n\n\n"
+        "def run(f, mesh, spec):\n    return shard_map(f, mesh=mesh, in_specs=spec, out_specs=spec)\n"
+    )
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["jax <= 0.4.37", "optax"]\n', encoding="utf-8"
+    )
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
+    assert finding["severity"] == "info" and finding["fix"] is None
+    assert ("but jax.shard_map needs jax 0.6.1 or newer, and the project pins jax <= 0.4.37 in pyproject.toml: "
+            "when you upgrade past it, use jax.shard_map") in finding["message"]
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\ndependencies = ["jax", "optax"]\n', encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX704")
+    assert finding["severity"] == "warning" and finding["fix"] is not None
+
+
 def test_poetry_setup_py_and_extras_are_read_as_written(tmp_path: Path) -> None:
     from optax_lint.facts.project import pins
 
