@@ -220,7 +220,6 @@ def test_cell_magics() -> None:
     assert not timed.foreign and timed.text == "\nimport optax\n" and timed.placeholders == [0]
 
 
-@pytest.mark.xfail(strict=True, reason="a cell magic is recognised only on the cell's first line, not after a Colab form's comment lines")
 def test_a_cell_magic_after_colab_form_comments() -> None:
     """Colab form cells open with `# @title ...` (and `# @param` lines) and may put the
     cell magic after them; Colab runs it as the cell's magic. A non-Python magic there

@@ -3,7 +3,7 @@
 A cell may hold IPython-only lines: line magics (`%matplotlib inline`), shell escapes
 (`!nvidia-smi`, `files = !ls`), help (`optax.adamw?`), autocall escapes (`/f x`),
 `pip install ...` run by IPython's automagic without its `%`, and a
-cell magic on its first line (`%%bash`). Each such line becomes a placeholder on the
+cell magic on its first line, or after the comment lines of a Colab form (`%%bash`). Each such line becomes a placeholder on the
 same line (`pass` with its indentation, so a block whose only statement was a magic
 stays a block), so line numbers never shift. A line counts as IPython syntax only at
 the start of a logical line: `%` opening a continuation line inside brackets is
@@ -121,7 +121,10 @@ def cell_code(source: str) -> CellCode:
     lines = split_lines(source)
     out: list[str] = []
     placeholders: list[int] = []
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    # The cell magic's line: the first that is neither blank nor a comment. Colab form
+    # cells open with `# @title ...` / `# @param` lines and put the magic after them,
+    # which Colab runs as the cell's magic.
+    first = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
     if first is not None:
         magic = _CELL_MAGIC.match(lines[first])
         if magic is not None:
