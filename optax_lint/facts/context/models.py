@@ -49,7 +49,9 @@ _NAME_ARCH = (
         re.compile(
             # "Seq2Seq" alone names a task (classic seq2seq models are LSTMs), not an
             # architecture; Hugging Face's *ForSeq2SeqLM heads are Transformers.
-            r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Perceiver|Mixtral|Qwen|Attention"
+            # "Attentional" describes attention pooling inside another model (an attentional
+            # factorization machine), not a Transformer.
+            r"Transformer|GPT|Bert|BERT|ViT|VisionTransformer|T5|Llama|LLaMA|Gemma|Mistral|Decoder(Only)?LM|Perceiver|Mixtral|Qwen|Attention(?!al)"
             # Hugging Face's language-model heads and families: every one is a Transformer.
             r"|ForCausalLM|ForMaskedLM|ForSeq2SeqLM|LMHeadModel|ForConditionalGeneration|Whisper|Wav2Vec2|Bart|Roberta|Electra|Bloom|Marian|Pegasus|Longformer"
             # Its text-task heads too: every Flax model behind them is a Transformer encoder.
