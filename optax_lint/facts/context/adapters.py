@@ -1,5 +1,6 @@
 """Which parameters train: only low-rank adapters, when the file wraps its model with
-LoRA (`apply_lora_to_model(model, ...)`, peft's `get_peft_model`, a `loraify_*` helper) or its optimizer
+LoRA (`apply_lora_to_model(model, ...)`, a project's `get_peft_model`, a `loraify_*`
+helper; Hugging Face's peft wraps PyTorch modules and is not one) or its optimizer
 trains only `nnx.LoRAParam` leaves (`nnx.Optimizer(model, tx, wrt=nnx.LoRAParam)`).
 
 An adapter is a pair of bias-free low-rank matrices: advice about biases and norm
@@ -13,6 +14,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.evidence import code_text, last_name
+from optax_lint.syntax.names import qualified_name
 
 # Calls that return the model wrapped with trainable adapters, the base frozen.
 _WRAPS = re.compile(r"^(apply_lora\w*|get_peft_model|\w*_lora_model|lora_wrap\w*|loraify\w*)$", re.IGNORECASE)
@@ -24,6 +26,9 @@ def adapters_only(facts) -> Optional[cst.Call]:
     for record in facts.raw.calls:
         call = record.node
         if _WRAPS.match(last_name(call.func)):
+            qual = qualified_name(call.func, record.scope) or ""
+            if qual.startswith("peft."):
+                continue  # Hugging Face peft wraps PyTorch modules, never what optax trains
             return call
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value in ("wrt", "filter") and _ADAPTER_LEAVES.search(code_text(arg.value)):

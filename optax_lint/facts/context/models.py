@@ -452,10 +452,18 @@ def _named_like_models(module, class_names: list[str]) -> list[Signal]:
     return out
 
 
+def _torch_or_keras_model(qual: str) -> bool:
+    """A `transformers` model class without the `Flax` prefix (`EsmForMaskedLM`,
+    `TFBertModel`): PyTorch or Keras weights, which optax never updates."""
+    return qual.startswith("transformers.") and not qual.rsplit(".", 1)[-1].startswith("Flax")
+
+
 def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
     short = qual.rsplit(".", 1)[-1]
     if _NOT_A_MODEL.search(short):
         return []  # a config or data class names the model's family but builds no layer
+    if _torch_or_keras_model(qual):
+        return []  # a PyTorch model beside the flax one (embeddings, a later section)
     project = facts.project
     found = project.module_of(qual, facts, [short], accept=_may_build_layers)
     if found is not None and len(found[1]) == 1:
