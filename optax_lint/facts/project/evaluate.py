@@ -14,6 +14,7 @@ import libcst as cst
 
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
+from optax_lint.facts.project.library_defaults import library_default
 from optax_lint.facts.project.sources import (
     ClassInfo,
     ModuleConfig,
@@ -467,6 +468,11 @@ class ConfigEvaluator(Evaluator):
             return Unknown("more targets than dataclasses")
         info, _ = self.class_of(classes[index].value, bindings[0].scope)
         if info is None:
+            # transformers' own TrainingArguments: a flag not passed takes its default
+            qual = qualified_name(classes[index].value, bindings[0].scope) if isinstance(classes[index].value, (cst.Name, cst.Attribute)) else None
+            default = library_default(qual, names[0]) if len(names) == 1 else None
+            if default is not None:
+                return Found(default, "medium", Origin(self.facts, classes[index].value), f"{qual}.{names[0]} default")
             return Unknown("an unknown dataclass")
         return ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
 
