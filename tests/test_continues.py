@@ -94,3 +94,33 @@ def test_a_method_of_the_class_that_reloads_then_trains_is_a_resume_path_even_un
     trainer = TRAINER.format(init_body="pass")
     trainer += "\n    def resume_and_train(self, data):\n        self.load()\n        self.train_model(data)\n"
     assert _after(trainer + "\nt = Trainer()\nt.evaluate()\n") is True
+
+
+_SWITCHED = """
+def load(path):
+    return restore_here(path)
+
+def build(lr, load_from=""):
+    params = init()
+    if load_from:
+        params = load(load_from)
+    return params
+
+def train(lr{signature}):
+    params = build(lr{passed})
+    for b in data:
+        params, s = train_step(params, s, b)
+"""
+
+
+@pytest.mark.parametrize(
+    "signature, passed, expected",
+    [
+        ("", "", False),  # the loader behind `if load_from:` never runs on the training path
+        (", resume=''", ", load_from=resume", True),  # training passes it: a resume
+        (", resume=''", ", resume", True),  # by position
+        (", **kw", ", **kw", True),  # may hold it
+    ],
+)
+def test_a_restore_behind_a_switch_the_training_caller_leaves_off(signature: str, passed: str, expected: bool) -> None:
+    assert _after(_SWITCHED.format(signature=signature, passed=passed)) is expected

@@ -147,13 +147,17 @@ def trains_after(facts, record) -> bool:
         return True
     if _is_method(fn):
         return _object_trains_after(training, fn, 0)
-    frontier, seen = [fn], {id(fn)}
+    # Each function reached, with the parameters its callers must pass for the restore
+    # to run: `get_model(config)` skips the load behind `if load_from:`.
+    frontier, seen = [(fn, _switches(facts, record, fn))], {id(fn)}
     for _ in range(_CALLER_DEPTH):
         upper = []
-        for callee in frontier:
+        for callee, switches in frontier:
             if callee.kind != "function" or _is_method(callee):
                 continue
             for call in training.callers(callee):
+                if switches and not _passes_any(call.node, callee, switches):
+                    continue
                 caller = _function(call.scope)
                 if caller is None:
                     continue
@@ -161,6 +165,49 @@ def trains_after(facts, record) -> bool:
                     return True
                 if id(caller) not in seen:
                     seen.add(id(caller))
-                    upper.append(caller)
+                    upper.append((caller, _switches(facts, call, caller)))
         frontier = upper
+    return False
+
+
+# Defaults that leave a switch off: `def build(config, load_from=""):`.
+_OFF = ("None", "False", "0", '""', "''")
+
+
+def _switches(facts, record, fn: Scope) -> list[str]:
+    """Parameters of `fn`, off by default, that the call `record` needs on: it sits in
+    the body of `if load_from:` (or `if load_from is not None:`) inside `fn`."""
+    if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef):
+        return []
+    off = {
+        p.name.value for p in (*fn.node.params.params, *fn.node.params.kwonly_params)
+        if p.default is not None and node_code(p.default) in _OFF
+    }
+    names = []
+    parent_of = facts.raw.parent_stmt
+    child, current = record.statement, parent_of.get(record.statement)
+    while current is not None and current is not fn.node:
+        if isinstance(current, cst.If) and child is not current.orelse:
+            test = current.test
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot) \
+                    and node_code(test.comparisons[0].comparator) == "None":
+                test = test.left
+            if isinstance(test, cst.Name) and test.value in off:
+                names.append(test.value)
+        child, current = current, parent_of.get(current)
+    return names
+
+
+def _passes_any(call: cst.Call, fn: Scope, names: list[str]) -> bool:
+    """The call gives one of the parameters `names` a value (by keyword, by position,
+    or through `*args`/`**kwargs`, which may hold it)."""
+    params = [p.name.value for p in fn.node.params.params]
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return True
+        if arg.keyword is not None:
+            if arg.keyword.value in names:
+                return True
+        elif index < len(params) and params[index] in names:
+            return True
     return False

@@ -250,6 +250,8 @@ class PipelineBuilder:
                 node.via.append(expr)
                 return node
             if binding is None:
+                binding = _rebound_from(expr, scope)
+            if binding is None:
                 fn = self._local_function(expr.value, scope)
                 reason = reason if fn is None else f"'{expr.value}' is a function"
                 return TxNode("<unknown>", "unknown", None, scope, reason=reason)
@@ -480,6 +482,22 @@ class PipelineBuilder:
 
 def _names_in(expr: cst.BaseExpression):
     return walk(expr)
+
+
+def _rebound_from(use: cst.Name, scope: Scope):
+    """The binding a name holds inside the value of its own next assignment
+    (`opt = multi_transform({"model": set_to_zero(), "lora": opt})`, `tx = chain(clip, tx)`):
+    the one just before it, when every binding is a plain unconditional assignment in
+    one scope, so the order of the statements is the order they run in."""
+    owner, bindings = lookup(use.value, scope)
+    if owner is None or len(bindings) < 2:
+        return None
+    if any(b.conditional or b.kind not in ("assign", "annassign") or b.index or b.value is None or b.scope is not owner for b in bindings):
+        return None
+    for before, binding in zip(bindings, bindings[1:]):
+        if any(node is use for node in _names_in(binding.value)):
+            return before
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -27,8 +27,11 @@ class DecayWithoutMask(Rule):
         facts = ctx.facts
         negligible = float(ctx.option("min_weight_decay"))
         candidates = []
+        selected = _selected_elsewhere(facts.pipelines)
         for pipeline in facts.pipelines:
             for node in pipeline.nodes():
+                if id(node.call) in selected:
+                    continue  # `opt = multi_transform({..., "lora": opt})`: the rebound branch trains
                 if self._unmasked_decay(node) and decay_in_project(facts, node) is not False:
                     value = decay_value(facts, node)
                     if value is not None and value < negligible:
@@ -67,12 +70,27 @@ class DecayWithoutMask(Rule):
         mask = node.args.expr(param)
         if mask is not None and not (isinstance(mask, cst.Name) and mask.value == "None"):
             return False
-        parent = node.parent
-        while parent is not None:  # a masked(...) or a partition branch already selects leaves
-            if parent.short in ("masked", "multi_transform", "partition", "selective_transform"):
-                return False
-            parent = parent.parent
-        return True
+        return not _under_selection(node)
+
+
+# Wrappers that apply what they wrap to some leaves only.
+_SELECTING = ("masked", "multi_transform", "partition", "selective_transform")
+
+
+def _under_selection(node: TxNode) -> bool:
+    """A masked(...) or a partition branch already selects the leaves `node` sees."""
+    parent = node.parent
+    while parent is not None:
+        if parent.short in _SELECTING:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _selected_elsewhere(pipelines: list[Pipeline]) -> set[int]:
+    """Constructor calls that another pipeline holds under a mask or partition: an
+    optimizer built first, then rebound as one branch of a multi_transform."""
+    return {id(node.call) for pipeline in pipelines for node in pipeline.nodes() if node.call is not None and _under_selection(node)}
 
 
 def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
