@@ -211,7 +211,6 @@ def test_a_removed_optax_name_under_an_optax_pinned_before_the_removal(tmp_path:
     assert finding["severity"] == "error"
 
 
-@pytest.mark.xfail(strict=True, reason="a jax pin does not hold flax back yet")
 def test_a_jax_pin_holds_flax_below_its_break(tmp_path: Path) -> None:
     """flax 0.10.5 and later need jax>=0.5.1 and 0.11.0 needs jax>=0.6.0 (the published
     wheels' Requires-Dist): a project that pins jax==0.4.38 installs flax 0.10.4 at most,

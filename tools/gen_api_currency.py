@@ -257,6 +257,31 @@ AVAILABLE_SINCE: dict[str, str] = {
     "flax.nnx.Optimizer.update(model, grads)": "flax 0.11.0",  # 0.10.x: update(grads)
 }
 
+# The first flax release that needs a newer jax, with that jax (the published wheels'
+# METADATA, `Requires-Dist: jax>=...`, read for flax 0.7.5-0.12.8): a project that
+# pins jax below one of them installs a flax older than that release, so an API that
+# changed in a later flax is a migration note there (OPX703).
+REQUIRES: dict[str, str] = {
+    "flax 0.8.5": "jax 0.4.27",  # 0.7.5-0.8.4: jax>=0.4.19
+    "flax 0.10.5": "jax 0.5.1",
+    "flax 0.10.7": "jax 0.6.0",  # 0.11.x too
+    "flax 0.12.0": "jax 0.7.1",
+    "flax 0.12.1": "jax 0.8.1",
+    "flax 0.12.7": "jax 0.10.0",
+}
+
+
+def build_requires() -> dict[str, str]:
+    """REQUIRES, checked against the installed flax: the row at or below its release
+    names the jax it requires."""
+    installed = _version_tuple(importlib.metadata.version("flax"))
+    rows = [(k, v) for k, v in REQUIRES.items() if _version_tuple(k.split()[1]) <= installed]
+    wanted = [r for r in importlib.metadata.requires("flax") or [] if re.match(r"jax\s*>=", r) and "extra" not in r]
+    if rows and wanted and _version_tuple(wanted[0]) != _version_tuple(rows[-1][1]):
+        raise SystemExit(f"gen_api_currency: installed flax requires {wanted[0]}, the last REQUIRES row says {rows[-1][1]}")
+    return dict(REQUIRES)
+
+
 # Private optax modules that older code imports from and that no longer exist.
 REMOVED_PRIVATE_MODULES = ("optax._src.clipping", "optax._src.privacy", "optax._src.loss",
                            "optax._src.second_order")
@@ -688,6 +713,7 @@ def build_table() -> dict[str, Any]:
         "names": dict(sorted(names.items())),
         "arguments": arguments,
         "available": build_available({**names, **same_object}, arguments),
+        "requires": build_requires(),
         "nnx_optimizer": build_nnx(),
         "removed_private_modules": build_removed_private_modules(),
         "private": build_private(optax),
@@ -719,6 +745,8 @@ def render(table: dict[str, Any]) -> str:
         "# [arguments.<callable>]: deprecated keyword -> its replacement.",
         "# [available]: the first release with each API a fix writes (checked against the",
         "#   released wheels); a fix needing a newer one than the target version is not safe.",
+        "# [requires]: the first flax release that needs a newer jax, and that jax (wheel",
+        "#   metadata): a jax pin below it holds flax below that release.",
         "# [nnx_optimizer]: what flax's nnx.Optimizer does with the pre-0.11 call forms.",
         "# [removed_private_modules]: optax._src modules older code imports, now gone.",
         "# [private]: private optax path -> the public path of the same object.",
@@ -740,6 +768,9 @@ def render(table: dict[str, Any]) -> str:
         out.append("")
     out.append("[available]")
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["available"].items()]
+    out.append("")
+    out.append("[requires]")
+    out += [f"{_key(k)} = {_value(v)}" for k, v in table["requires"].items()]
     out.append("")
     out.append("[nnx_optimizer]")
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["nnx_optimizer"].items()]

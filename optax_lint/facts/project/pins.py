@@ -3,7 +3,9 @@ dependencies put on jax, flax, optax and orbax (pyproject.toml's `[project]`
 dependencies, Poetry's, then its extras; setup.py's requirement strings; then
 requirements.txt). `flax>0.10.6,<0.11.0` means no release from 0.11.0 on, so code written for
 0.10 is not broken for that project: an API-currency finding about a break at 0.11.0
-is a migration note there, not a crash. Read only when such a finding is made."""
+is a migration note there, not a crash. A jax pin holds flax back too: every flax from
+0.10.5 on needs jax>=0.5.1, so `jax==0.4.38` alone keeps flax at 0.10.4 or older. Read
+only when such a finding is made."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from optax_lint.core.catalogue import load_table
 from optax_lint.core.target_versions import version_tuple
 
 # Distribution name (normalised) -> the library name the currency table uses.
@@ -35,6 +38,32 @@ class Pin:
 
     def describe(self) -> str:
         return f"the project pins {self.text} in {self.where}"
+
+
+@dataclass(frozen=True)
+class HeldPin(Pin):
+    """A library held back by another one's pin: flax 0.10.5 and later need jax>=0.5.1,
+    so `jax==0.4.38` keeps flax below 0.10.5 (rules/api_currency.toml [requires])."""
+
+    needs: str = ""  # "jax 0.5.1"
+
+    def describe(self) -> str:
+        ceiling = ".".join(map(str, self.ceiling))
+        return (f"the {self.library} the project can install ({self.text} in {self.where} keeps it below "
+                f"{ceiling}, which needs {self.needs} or newer)")
+
+
+def held_back(library: str, pins: dict[str, "Pin"]) -> Optional[Pin]:
+    """The ceiling another library's pin puts on `library`: the first release of it
+    that needs a newer release of the other than that pin allows."""
+    rows = load_table("api_currency").get("requires", {})
+    for release, needs in sorted(rows.items(), key=lambda kv: version_tuple(kv[0].split()[1])):
+        name, _, version = release.partition(" ")
+        other, _, other_version = needs.partition(" ")
+        pin = pins.get(other)
+        if name == library and pin is not None and pin.excludes(other_version):
+            return HeldPin(library, version_tuple(version), False, pin.text, pin.where, needs=needs)
+    return None
 
 
 def _ceiling(op: str, version: str) -> Optional[tuple[tuple[int, ...], bool]]:
@@ -211,4 +240,8 @@ def read_declared_pins(facts) -> dict[str, Pin]:
         if found or here == root:
             break
         here = os.path.dirname(here)
+    if "flax" not in pins:
+        held = held_back("flax", pins)
+        if held is not None:
+            pins["flax"] = held
     return pins
