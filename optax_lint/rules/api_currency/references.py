@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.core.diagnostics import Applicability
+from optax_lint.core.diagnostics import Applicability, Severity
 from optax_lint.core.target_versions import missing_in_target, predating_target
 from optax_lint.facts.api_currency import Entry, Reference, table_for
 from optax_lint.facts.file_role import owning_package
@@ -143,13 +143,20 @@ def report_references(ctx: Context, code: str) -> None:
         fix, title, help_text = gated(
             ctx, _reference_fix(ref, entry, ctx.facts.path), entry.replacement, f"Replace with {entry.replacement}"
         )
-        state, older = state_text(entry, table), None
+        state, older, lacking = state_text(entry, table), None, None
         if entry.status == "removed":
             removed_in = removal_version(entry)
             older = older_target(ctx, entry.library, removed_in)
             if older is not None:
                 state = (f"is removed from {entry.library} {removed_in} ({exception_name(entry.observed)} there); "
                          f"{older}, which still has it")
+        elif entry.replacement:
+            # Deprecated, and the release the project targets has no replacement yet: the
+            # advice waits for the upgrade.
+            lacking = missing_in_target(entry.replacement, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
+            if lacking is not None:
+                state = f"{state}, but {entry.replacement} {lacking.removeprefix('it ')}"
+                older = lacking
         finding = ctx.report(
             ref.node,
             subject=_spelled(ref),
@@ -160,4 +167,4 @@ def report_references(ctx: Context, code: str) -> None:
             applicability=Applicability.SAFE if fix is not None else None,
             help=help_text,
         )
-        finding.severity = severity(entry.status == "removed", older)
+        finding.severity = Severity.INFO if lacking is not None else severity(entry.status == "removed", older)
