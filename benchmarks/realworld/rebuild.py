@@ -32,6 +32,8 @@ MAX_BYTES = 4 * 1024 * 1024
 _MARKERS = ("pyproject.toml", "setup.cfg")
 # Read for the project's own pins (optax_lint/facts/project/pins.py), as in a checkout.
 _PIN_FILES = ("requirements.txt",)
+# Launch scripts, whose flags a run of a training script gets (facts/project/launch.py).
+_LAUNCH_SUFFIXES = (".sh",)
 
 
 def git(git_dir: Path, *args: str) -> bytes:
@@ -57,8 +59,8 @@ def clone(repo: str, commit: str, clones: Path) -> Path:
 def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
     """Copy every .py file (and each .ipynb that imports optax) at `commit`, the project
     markers (pyproject.toml, setup.cfg) that tell a checkout's top, where its imports
-    resolve from, and the requirements.txt files the linter reads pins from; return the
-    optax-using files, relative to `out`."""
+    resolve from, the requirements.txt files the linter reads pins from, and the shell
+    launch scripts it reads flags from; return the optax-using files, relative to `out`."""
     listing = git(git_dir, "ls-tree", "-r", "-z", "--long", commit).split(b"\0")
     using = []
     for entry in listing:
@@ -67,7 +69,7 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         meta, _, name = entry.partition(b"\t")
         mode, kind, sha, size = meta.split()
         path = name.decode("utf-8", "surrogateescape")
-        project_file = path.rsplit("/", 1)[-1] in _MARKERS + _PIN_FILES
+        project_file = path.rsplit("/", 1)[-1] in _MARKERS + _PIN_FILES or path.endswith(_LAUNCH_SUFFIXES)
         if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or project_file):
             continue
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks

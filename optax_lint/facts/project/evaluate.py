@@ -14,6 +14,7 @@ import libcst as cst
 
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
+from optax_lint.facts.project.launch import launches, literal
 from optax_lint.facts.project.library_defaults import library_default
 from optax_lint.facts.project.sources import (
     ClassInfo,
@@ -472,9 +473,11 @@ class ConfigEvaluator(Evaluator):
             qual = qualified_name(classes[index].value, bindings[0].scope) if isinstance(classes[index].value, (cst.Name, cst.Attribute)) else None
             default = library_default(qual, names[0]) if len(names) == 1 else None
             if default is not None:
-                return Found(default, "medium", Origin(self.facts, classes[index].value), f"{qual}.{names[0]} default")
-            return Unknown("an unknown dataclass")
-        return ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
+                found = Found(default, "medium", Origin(self.facts, classes[index].value), f"{qual}.{names[0]} default")
+                return self.as_launched(names[0], found)
+            return self.as_launched(names[0], Unknown("an unknown dataclass")) if len(names) == 1 else Unknown("an unknown dataclass")
+        found = ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
+        return self.as_launched(names[0], found) if len(names) == 1 else found
 
     def path_of_value(self, value: cst.BaseExpression, scope: Scope, names: list[str], depth: int):
         """`names` looked up on the object `value` evaluates to (a helper's return value)."""
@@ -568,7 +571,7 @@ class ConfigEvaluator(Evaluator):
                     return self.ml_path(names[1:], [module], explicit=True)
                 return self.ml_path(names[1:], None, explicit=False)
             if names[0] in mc.flags and len(names) == 1:
-                return mc.flags[names[0]]
+                return self.as_launched(names[0], mc.flags[names[0]])
         return Unknown(f"flag --{names[0]} is not defined in the project files read")
 
     def linked_configs(self) -> list:
@@ -588,8 +591,33 @@ class ConfigEvaluator(Evaluator):
             return Unknown("argparse namespaces are flat")
         for mc in self.sources([names[0], names[0].replace("_", "-")]):
             if names[0] in mc.argparse:
-                return mc.argparse[names[0]]
+                return self.as_launched(names[0], mc.argparse[names[0]])
         return Unknown(f"--{names[0]} is not an argparse option defined in the project files read")
+
+    def as_launched(self, flag: str, default: Any) -> Any:
+        """A command-line value: what the project's launch scripts pass for `--flag`
+        (facts/project/launch.py), else its default. Scripts that pass different values,
+        or a shell variable, make it unknown; a script that leaves it out keeps the
+        default among the values."""
+        runs = launches(self.project) if self.project is not None else []
+        passed = [(run, run.flags[flag]) for run in runs if flag in run.flags]
+        if not passed:
+            return default
+        values = []
+        for run, text in passed:
+            value = literal(text)
+            if value is None:
+                return Unknown(f"--{flag} in {run.path}:{run.line} is not a literal")
+            values.append(value)
+        if len(passed) < len(runs):
+            if not isinstance(default, Found):
+                return default
+            values.append(default.value)
+        if any(v != values[0] for v in values):
+            shown = ", ".join(sorted({str(v) for v in values}))
+            return Unknown(f"the project's launch scripts run it with different --{flag} values ({shown})")
+        run, text = passed[0]
+        return Found(values[0], "medium", None, f"--{flag}={text} in {run.path}:{run.line}")
 
     # -- ml_collections -------------------------------------------------------
     def ml_path(self, names: list[str], modules: Optional[list], explicit: bool):
