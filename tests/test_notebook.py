@@ -533,3 +533,26 @@ def test_fix_round_trip_on_generated_notebooks(tmp_path_factory, cells: list[str
     once = path.read_bytes()
     lint(path, fix=True, unsafe_fixes=True)
     assert path.read_bytes() == once
+
+
+_SERIALIZE = "import optax\nfrom flax import serialization\nparams = {'w': 1.0}\nstate = serialization.to_state_dict(params)\n"
+
+
+@pytest.mark.parametrize(
+    "cells, reported",
+    [
+        ([_SERIALIZE, "serialization.from_state_dict(params, state)\n"], []),  # the cell shows the restored state
+        ([_SERIALIZE, "serialization.from_state_dict(params, state)  # shown\n\n# done\n"], []),  # comments after it
+        ([_SERIALIZE, "serialization.from_state_dict(params, state);\n"], [(2, 1)]),  # `;` hides the output
+        ([_SERIALIZE, "serialization.from_state_dict(params, state)\nprint(params)\n"], [(2, 1)]),  # not the last
+        ([_SERIALIZE + "serialization.from_state_dict(params, state)\n", "x = 1\n"], []),  # the end of cell 1
+        ([_SERIALIZE + "serialization.from_state_dict(params, state)\nstate = None\n", "x = 1\n"], [(1, 5)]),
+    ],
+)
+def test_a_cells_last_expression_is_shown_not_discarded(tmp_path: Path, cells: list[str], reported: list) -> None:
+    """IPython displays the value of a cell's last expression statement: a bare
+    `from_state_dict(...)` there is a demo of the restored state, not a discarded result."""
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(cells), encoding="utf-8")
+    found = [(f.cell, f.span.line) for f in lint(path).findings if f.code == "OPX504"]
+    assert found == reported

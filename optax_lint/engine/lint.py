@@ -74,10 +74,12 @@ def run_rules(
     project_files=None,
     tree=None,
     release: bool = False,
+    displayed: frozenset = frozenset(),
 ) -> tuple[list[Finding], int]:
     """`tree`: CPython's parse of `text`, when the caller has it (source positions);
     `release`: the findings are final (no fix or edit will be computed from them), so
-    the facts are released at the end (ModuleFacts.release)."""
+    the facts are released at the end (ModuleFacts.release); `displayed`: in a
+    notebook, the lines that end a cell's last statement (its value is shown)."""
     catalogue = load_catalogue()
     try:
         facts = ModuleFacts(module, path, declared_context=context, root=root, text=text, project_files=project_files)
@@ -87,6 +89,7 @@ def run_rules(
         return [meta_finding(INTERNAL_ERROR, path, _internal_message("while extracting facts", exc, show_traceback))], 1
     positions = Positions(module, text, tree, raw=facts.raw)
     facts.positions = positions  # shared with the run context's locations (still lazy)
+    facts.displayed = displayed
     findings: list[Finding] = []
     internal = 0
     for code in sorted(codes):
@@ -139,6 +142,7 @@ def lint_text(
     cpython: Optional[CpythonParse] = None,
     large_file_bytes: Optional[int] = None,
     release: bool = False,
+    displayed: Optional[Callable[[str], frozenset]] = None,
 ) -> LintRun:
     """Findings for one source text. `project_files`: the run's ProjectFiles
     (facts/project/files.py), which keeps the project files read across the run;
@@ -165,6 +169,7 @@ def lint_text(
     findings, internal = run_rules(
         module, parsed_text, path, rule_codes, options, show_traceback=show_traceback, context=context, root=root,
         project_files=project_files, tree=tree, release=release,
+        displayed=displayed(text) if displayed is not None else frozenset(),
     )
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)
@@ -194,6 +199,7 @@ def fix_text(
     gate: Optional[Callable] = None,
     on_edits: Optional[Callable[[list[tuple[int, int, str]]], None]] = None,
     project_files=None,
+    displayed: Optional[Callable[[str], frozenset]] = None,
 ) -> FixRun:
     """Apply fixes round by round until nothing changes (ruff's convergence loop).
 
@@ -230,7 +236,7 @@ def fix_text(
     run = None
     for _ in range(MAX_FIX_ROUNDS):
         run = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
-                        project_files=project_files, cpython=check(current))
+                        project_files=project_files, cpython=check(current), displayed=displayed)
         linted = current
         candidates = [
             f for f in run.findings
@@ -300,7 +306,7 @@ def fix_text(
         final = run
     else:
         final = lint_text(current, path, codes, options, show_traceback=show_traceback, context=context, root=root,
-                          project_files=project_files, cpython=check(current))
+                          project_files=project_files, cpython=check(current), displayed=displayed)
     return FixRun(current, applied, final.findings, dropped, final.internal_errors, refused, fixed)
 
 

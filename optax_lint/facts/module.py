@@ -67,6 +67,8 @@ class ModuleFacts:
         # context, kept across the run's files (None: this module's own).
         self.project_files = project_files
         self.positions = None  # set by the engine: source positions, resolved only on demand
+        # Notebooks: lines that end a cell's last statement, whose value the cell shows.
+        self.displayed: frozenset = frozenset()
         # A project module's ModuleConfig (facts/project/evaluate.py), built on first read.
         self.module_config = None
         self.raw: RawFacts = collect(module)

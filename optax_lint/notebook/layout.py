@@ -121,6 +121,21 @@ class Layout:
             return 0, line
         return self.segments[index].cell.number, line - firsts[index] + 1
 
+    def displayed(self, text: str) -> frozenset:
+        """The logical lines of `text` that end a linted cell's code: a cell's last
+        expression statement is shown as its output, not thrown away."""
+        firsts = self._first_lines(text)
+        out = set()
+        for i, segment in enumerate(self.segments):
+            if not segment.linted:
+                continue
+            end = self.segments[i + 1].start if i + 1 < len(self.segments) else len(text)
+            lines = split_lines(text[segment.start:end])
+            last = next((n for n in range(len(lines) - 1, -1, -1) if lines[n].strip() and not lines[n].lstrip().startswith("#")), None)
+            if last is not None:
+                out.add(firsts[i] + last)
+        return frozenset(out)
+
     # -- following fixes ---------------------------------------------------------------------
 
     def refusal(self, text: str, start: int, end: int, replacement: str, near_line: Optional[int] = None) -> Optional[str]:

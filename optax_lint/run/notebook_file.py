@@ -52,7 +52,8 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     before = layout.sources(layout.text)
     result.cell_sources = before
     declared = declared_context(path, settings, options)
-    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root), project_files=project_files)
+    common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root), project_files=project_files,
+                  displayed=layout.displayed)
     if not (options.fix or options.diff):
         run = engine.lint_text(layout.text, shown, codes, settings.rule_options, release=not options.with_edits, **common)
         if options.with_edits:
@@ -87,7 +88,7 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
         except SourceError as exc:
             result.fixed = 0
             run = engine.lint_text(original.text, shown, codes, settings.rule_options, context=declared, root=str(settings.root),
-                                   project_files=project_files)
+                                   project_files=project_files, displayed=original.displayed)
             result.findings = problems + to_cells(run.findings, original, original.text)
             result.findings.append(meta.meta_finding(meta.IO_ERROR, shown, f"not fixed: {exc}"))
     return result, text, fixed.internal_errors + len(fixed.dropped)

@@ -25,7 +25,7 @@ class DiscardedFunctionalUpdate(Rule):
         facts = ctx.facts
         ckpt = facts.checkpoints
         for record in facts.raw.calls:
-            if not record.is_expression_statement or _probing(facts, record):
+            if not record.is_expression_statement or _probing(facts, record) or _shown(ctx, record):
                 continue
             call = record.node
             name = facts.callee(record)
@@ -127,3 +127,15 @@ def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg.value
     return None
+
+
+def _shown(ctx: Context, record) -> bool:
+    """A notebook cell's last statement, a bare call: the cell shows its value (as
+    `from_state_dict(params, d)` at the end of a serialization demo), unless a `;` ends it."""
+    statement = record.statement
+    if not ctx.facts.displayed or not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    last = statement.body[-1]
+    if not isinstance(last, cst.Expr) or last.value is not record.node or isinstance(last.semicolon, cst.Semicolon):
+        return False
+    return ctx.positions.span(statement).end_line in ctx.facts.displayed
