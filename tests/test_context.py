@@ -907,3 +907,66 @@ def test_a_parameter_takes_the_value_every_call_in_the_module_passes():
     # a method's callers go through self.method(...): not followed
     method = STEP + "class T:\n    def train(self, n):\n        for i in range(n):\n            state = train_step(state, 1)\n\nT().train(100)\n"
     assert value(facts_of(method), "steps") is None
+
+
+_FACTORY = {
+    "models/gnn.py": LINEN_HEAD + """
+class MessagePassing(nn.Module):
+    @nn.compact
+    def __call__(self, nodes):
+        return nn.Dense(64)(jax.nn.relu(nn.Dense(64)(nodes)))
+""",
+    "models/attn.py": LINEN_HEAD + """
+class GraphTransformer(nn.Module):
+    @nn.compact
+    def __call__(self, nodes):
+        return nn.SelfAttention(num_heads=4)(nodes)
+""",
+    "utils.py": """
+def get_model(args):
+    if args.model_name == "gnn" and args.dataset == "qm9":
+        from models.gnn import MessagePassing
+        model = MessagePassing()
+    elif args.model_name == "transformer":
+        from models.attn import GraphTransformer
+        model = GraphTransformer()
+    else:
+        raise ValueError(args.model_name)
+    return model
+""",
+    "train.py": LINEN_HEAD + """
+import argparse
+from utils import get_model
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model_name", default="{default}")
+parser.add_argument("--dataset", default="qm9")
+args = parser.parse_args()
+model = get_model(args)
+params = model.init(jax.random.PRNGKey(0), jnp.ones((8, 16)))
+tx = optax.adam(1e-3)
+opt_state = tx.init(params)
+for batch in range(1000):
+    grads = jax.grad(lambda p: model.apply(p, jnp.ones((8, 16))).sum())(params)
+    updates, opt_state = tx.update(grads, opt_state)
+    params = optax.apply_updates(params, updates)
+""",
+}
+
+
+@pytest.mark.parametrize("default, arch", [("gnn", "mlp"), ("transformer", "transformer"), (None, None)])
+def test_a_model_factory_builds_the_branch_its_caller_picks(tmp_path: Path, default, arch) -> None:
+    """`get_model(args)` builds a GNN or a Transformer by `args.model_name`: the
+    argparse default the caller's args holds picks the branch. Without a value to read
+    (no such option) both branches stay, and two architectures make the field unknown,
+    with a note that says why."""
+    files = dict(_FACTORY)
+    train = files["train.py"]
+    if default is None:
+        train = train.replace('parser.add_argument("--model_name", default="{default}")\n', "")
+    files["train.py"] = train.replace("{default}", default or "")
+    f = project_facts(tmp_path, files)
+    context = f.run_context.get("arch")
+    assert (context.value if context is not None else None) == arch
+    if arch is None:
+        assert "builds one of several models (MessagePassing, GraphTransformer)" in f.run_context.notes["arch"]

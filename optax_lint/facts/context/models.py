@@ -17,9 +17,11 @@ import libcst as cst
 from optax_lint.facts.context.evidence import Evidence, last_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.files import defines_function
+from optax_lint.facts.project.evaluate import project_value
 from optax_lint.facts.project.found import Origin, weaker
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.nodes import spells_test_case
+from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import Scope
 
 _LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.", "jraph.")
@@ -357,7 +359,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         # The model is built by a project function the training code calls.
         for qual, node, scope, how in index.model_helpers:
             if keep(scope):
-                signals.extend(_helper_model(facts, qual, node, how))
+                signals.extend(_helper_model(facts, qual, node, how, inf.note, scope))
         decided = _decide(signals, names)
     if decided is None and not signals:
         # The model a class that builds no layer of its own constructs in a method (a
@@ -494,7 +496,7 @@ def _may_build_layers(text: str, rest: list[str]) -> bool:
     return bool(_LAYER_WORDS.search(text)) or any(_name_arch(name) for name in _CLASS_NAMES.findall(text))
 
 
-def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]:
+def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scope: Optional[Scope] = None) -> list[Signal]:
     """The layers of the models a project function builds (`load_train_state` in
     `lm/load.py` building `FlaxGPT2LMHeadModel` of `lm/model.py`): one hop, the
     function's own body. A function whose body is not read says what it is by its name
@@ -520,17 +522,94 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str) -> list[Signal]
         return False
 
     out: list[Signal] = [s for s in index.direct if within(s.scope)]
-    for class_name, _, scope in index.used:
-        if within(scope):
+    models: list[tuple[str, list[Signal]]] = []  # each model class the function builds
+    branch = _Branches(facts, node, scope, module, inside)
+    for class_name, built, where in index.used:
+        if within(where) and branch.may_run(built):
             found_signals, _, reached = index.closure(class_name)
-            out.extend(found_signals)
-            out.extend(_named_like_models(module, reached))
-    for imported, node, scope in index.used_imports:
-        if within(scope):
-            out.extend(_imported_model(module, imported, node))
+            models.append((class_name, found_signals + _named_like_models(module, reached)))
+    for imported, built, where in index.used_imports:
+        if within(where) and branch.may_run(built):
+            models.append((imported.rsplit(".", 1)[-1], _imported_model(module, imported, built)))
+    decided = {_decide(signals, [model])[0] if _decide(signals, [model]) else None for model, signals in models if signals}
+    if len(decided) > 1:
+        # `if args.model_name == "egnn": ... elif ... == "transformer": ...`: one of
+        # several models, picked by a setting: which one trains is not known here
+        if note is not None:
+            shown = ", ".join(dict.fromkeys(model for model, signals in models if signals))
+            note("arch", f"{short}() builds one of several models ({shown}), picked at run time")
+        return []
+    for _, signals in models:
+        out.extend(signals)
     if not out and _function_arch(name) is not None:
         out.append(Signal(_function_arch(name), Origin(module, inside.node), f"function {name}", by_name=True))
     return [Signal(s.arch, s.origin, f"{s.label}, built by {short}()", s.by_name) for s in out]
+
+
+class _Branches:
+    """Which models a factory builds for the call that reaches it: `get_model(args)`
+    with `if args.model_name == "egnn": ... elif args.model_name == "transformer": ...`,
+    where the caller's `args.model_name` is known (an argparse default, a config
+    field), takes one branch. A condition it cannot read keeps the branch."""
+
+    def __init__(self, facts, call: cst.CSTNode, scope: Optional[Scope], module, function: Scope) -> None:
+        self.facts, self.scope, self.module, self.function = facts, scope, module, function
+        self.arguments: dict[str, cst.BaseExpression] = {}
+        fn = function.node
+        if isinstance(call, cst.Call) and isinstance(fn, cst.FunctionDef) and scope is not None:
+            params = [p.name.value for p in fn.params.params]
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                name = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
+                if name is not None:
+                    self.arguments[name] = arg.value
+        self._statements = None
+
+    def may_run(self, built: cst.CSTNode) -> bool:
+        if not self.arguments:
+            return True
+        if self._statements is None:
+            self._statements = {id(r.node): r.statement for r in self.module.raw.calls}
+        child = self._statements.get(id(built))
+        parents = self.module.raw.parent_stmt
+        current = parents.get(child) if child is not None else None
+        while current is not None and current is not self.function.node:
+            if isinstance(current, cst.If):
+                holds = self._truth(current.test)
+                if holds is not None and holds != (child is not current.orelse):
+                    return False
+            child, current = current, parents.get(current)
+        return True
+
+    def _truth(self, test: cst.BaseExpression) -> Optional[bool]:
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._truth(test.left), self._truth(test.right)
+            if isinstance(test.operator, cst.And):
+                return False if False in (left, right) else (True if left and right else None)
+            return True if True in (left, right) else (False if left is False and right is False else None)
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return None
+        target = test.comparisons[0]
+        value = self._argument_value(test.left)
+        wanted = value_of(target.comparator, self.function)
+        if value is None or isinstance(wanted, Unknown):
+            return None
+        if isinstance(target.operator, cst.Equal):
+            return value == wanted
+        if isinstance(target.operator, cst.NotEqual):
+            return value != wanted
+        if isinstance(target.operator, cst.In) and isinstance(wanted, (tuple, list)):
+            return value in wanted
+        return None
+
+    def _argument_value(self, expr: cst.BaseExpression):
+        """`args.model_name` in the factory, as the caller's argument holds it."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)) or expr.value.value not in self.arguments:
+            return None
+        passed = self.arguments[expr.value.value]
+        value = project_value(self.facts, cst.Attribute(value=passed, attr=expr.attr), self.scope)
+        return value if isinstance(value, (str, int, float, bool)) else None
 
 
 def _function_scope(module, name: str) -> Optional[Scope]:
