@@ -18,8 +18,22 @@ _BEST = re.compile(r"best", re.IGNORECASE)
 
 
 def _mentions_best(test: cst.BaseExpression) -> bool:
-    """A condition that compares with the best so far: `acc >= best_acc`, `loss < self.best`."""
-    return any(isinstance(node, cst.Name) and _BEST.search(node.value) for node in walk(test))
+    """A condition that compares with the best so far: `acc >= best_acc`, `loss <
+    self.best`, or with the extreme of the earlier scores, `val_loss < min(val_scores)`."""
+    for node in walk(test):
+        if isinstance(node, cst.Name) and _BEST.search(node.value):
+            return True
+        if isinstance(node, cst.Comparison) and any(_extreme_of_scores(c.comparator) for c in node.comparisons):
+            return True
+    return False
+
+
+def _extreme_of_scores(expr: cst.BaseExpression) -> bool:
+    """`min(val_scores)`, `max(accs[:-1])`: the best of the values recorded so far."""
+    return (
+        isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("min", "max")
+        and len(expr.args) == 1 and isinstance(expr.args[0].value, (cst.Name, cst.Attribute, cst.Subscript))
+    )
 
 
 def _under_best_guard(root: cst.CSTNode, target: cst.CSTNode) -> bool:
