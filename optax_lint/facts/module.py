@@ -360,6 +360,8 @@ class ModuleFacts:
                 continue
             name = record.assigned_to.value if isinstance(record.assigned_to, cst.Name) else None
             function = record.scope if record.scope.kind == "function" and self._returned(record) else None
+            if function is not None:
+                tree = self.builder.injected_by(function, tree, record.node, record.scope)
             out.append(Pipeline(tree, record.node, record, name, function, self.schedule_extractor.resolve))
         return out
 

@@ -477,7 +477,37 @@ class PipelineBuilder:
             return TxNode("<unknown>", "unknown", call, scope, reason=f"{fn.name}() returns {len(values)} values")
         node = self.build(values[0], fn, depth + 1)
         node.via.append(call)
-        return node
+        return self.injected_by(fn, node, call, scope)
+
+    def injected_by(self, fn: Scope, node: TxNode, call: cst.Call, scope: Scope) -> TxNode:
+        """`@optax.inject_hyperparams def make(lr): return optax.lars(lr)`: what `fn`
+        returns is the injected optimizer, whose hyperparams are the factory's own
+        parameters; other functions return `node` as it is."""
+        outer = self._inject_decorator(fn)
+        if outer is None:
+            return node
+        wrapper = TxNode(outer.key, "wrapper", call, scope, None, outer, children=[node], reason=INJECTED_FACTORY)
+        node.parent = wrapper
+        return wrapper
+
+    def _inject_decorator(self, fn: Scope) -> Optional[ApiEntry]:
+        """The inject_hyperparams entry when `fn` is decorated with it (bare, or through
+        functools.partial with static_args)."""
+        if not isinstance(fn.node, cst.FunctionDef):
+            return None
+        for decorator in fn.node.decorators:
+            expr = decorator.decorator
+            if isinstance(expr, cst.Call) and expr.args and self.names.canonical(expr.func, fn.parent or fn) == "functools.partial":
+                expr = expr.args[0].value
+            entry = self.api.entry(self.names.canonical(expr, fn.parent or fn)) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+            if entry is not None and entry.short in ("inject_hyperparams", "inject_stateful_hyperparams"):
+                return entry
+        return None
+
+
+# The reason an inject_hyperparams wrapper gives when a decorated factory built it: its
+# hyperparams are the factory's parameters, not those of the optimizer it returns.
+INJECTED_FACTORY = "inject_hyperparams decorating a factory"
 
 
 def _names_in(expr: cst.BaseExpression):

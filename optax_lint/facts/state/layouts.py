@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from optax_lint.facts.pipelines.build import Pipeline, TxNode
+from optax_lint.facts.pipelines.build import INJECTED_FACTORY, Pipeline, TxNode
 from optax_lint.facts.state.paths import STATE_ATTRS, step_text
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import Unknown, value_of
@@ -208,6 +208,8 @@ class Layouts:
 
     def _hyperparams(self, wrapper: TxNode, child: Optional[TxNode]) -> tuple[dict, bool]:
         """The hyperparams dict of an inject_hyperparams state: name -> const | sched | unknown."""
+        if wrapper.reason == INJECTED_FACTORY:
+            return {}, False  # the factory's own parameters: not read here
         static: set[str] = set()
         complete = True
         if wrapper.args is not None and wrapper.args.given("static_args"):
