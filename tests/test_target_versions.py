@@ -284,3 +284,22 @@ def test_show_context_names_the_pins_it_judges_against(tmp_path: Path) -> None:
     assert "library pins: flax==0.10.* (requirements.txt); jax<0.5 (requirements.txt): API changes after them are migration notes" in out
     (tmp_path / "requirements.txt").write_text("flax\n", encoding="utf-8")
     assert "library pins" not in _cli(tmp_path / "train.py", "--show-context").stdout
+
+
+def test_flax_checkpoints_under_a_flax_pinned_before_its_deprecation(tmp_path: Path) -> None:
+    """flax.training.checkpoints warns from flax 0.6.7 (save) and 0.6.8 (restore), read in
+    the published wheels; under flax==0.6.1 it is the checkpoint API, so OPX505's note is
+    for the upgrade. Unpinned, the note is about the installed flax."""
+    source = (
+        "from flax.training import checkpoints\n\n\n"
+        "def save(state, step):\n    checkpoints.save_checkpoint('ckpt', target=state, step=step)\n"
+    )
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("flax==0.6.1\noptax\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX505")
+    assert ("save_checkpoint is deprecated from flax 0.6.7 in favour of orbax; the project pins flax==0.6.1 in "
+            "requirements.txt, which predates it; use ") in finding["message"]
+    assert finding["message"].endswith(" when you upgrade past it")
+    (tmp_path / "requirements.txt").write_text("flax\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX505")
+    assert "is the legacy Flax checkpoint API (flax 0.12.8 only forwards it" in finding["message"]

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from optax_lint.core.target_versions import predating_target
 from optax_lint.rules.base import Context, Rule
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
+
+
+# The first flax releases whose save_checkpoint / restore_checkpoint raise a
+# DeprecationWarning pointing to orbax (read in the published wheels: 0.6.7 warns in
+# save_checkpoint, 0.6.8 in restore_checkpoint too; 0.6.2 and older have no orbax at all).
+_FLAX_DEPRECATED = {"save": "0.6.7", "restore": "0.6.8"}
 
 
 class LegacyCheckpointApi(Rule):
@@ -24,6 +31,11 @@ class LegacyCheckpointApi(Rule):
                     "deprecated legacy Checkpointer call)"
                 )
                 instead = "ocp.CheckpointManager(directory).save(step, args=ocp.args.StandardSave(state)) and restore(step, args=ocp.args.StandardRestore(abstract_state))"
+                since = _FLAX_DEPRECATED["save" if "save" in legacy.method else "restore"]
+                older = predating_target("flax", since, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
+                if older is not None:
+                    detail = f"{legacy.method} is deprecated from flax {since} in favour of orbax; {older}, which predates it"
+                    instead += " when you upgrade past it"
             elif legacy.kind == "manager_init":
                 detail = "CheckpointManager is built with a Checkpointer, orbax's deprecated legacy constructor"
                 instead = "ocp.CheckpointManager(directory, options=...) with save(step, args=ocp.args.StandardSave(...))"
