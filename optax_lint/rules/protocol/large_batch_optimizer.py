@@ -8,6 +8,8 @@ from optax_lint.rules.protocol.numbers import fmt
 from optax_lint.rules.protocol.optimizers import optimizers
 
 LARGE_BATCH_BASES = frozenset({"adam", "adamw", "sgd"})
+# What the large-batch results behind lamb (BERT) and lars (ResNet) were measured on.
+_LAYERWISE_ARCHS = frozenset({"transformer", "cnn"})
 
 
 class LargeBatchOptimizer(Rule):
@@ -36,7 +38,9 @@ class LargeBatchOptimizer(Rule):
         if effective <= float(ctx.option("max_batch")):
             return
         arch = ctx.facts.run_context.get("arch")
-        suggestion = "optax.lars(...)" if arch is not None and arch.value == "cnn" else "optax.lamb(...)"
+        if arch is None or arch.value not in _LAYERWISE_ARCHS:
+            return  # LAMB and LARS were shown on Transformers and CNNs, not on an MLP or a neural field
+        suggestion = "optax.lars(...)" if arch.value == "cnn" else "optax.lamb(...)"
         seen = set()
         for node in candidates:
             if node.call in seen:
