@@ -6,6 +6,7 @@ cannot be followed is `unknown`."""
 from __future__ import annotations
 
 import functools
+import re
 from typing import Optional
 
 import libcst as cst
@@ -31,6 +32,12 @@ from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Binding, Scope
+
+
+_NNX_STATE = frozenset({"flax.nnx.state", "flax.experimental.nnx.state"})
+_NNX_OPTIMIZERS = frozenset({"flax.nnx.Optimizer", "flax.nnx.ModelAndOptimizer", "flax.experimental.nnx.Optimizer"})
+_MODEL_PARAM = re.compile(r"^(model|net|network|module)$|_model$")
+_GRAIN_ITERATOR_ARGS = frozenset({"PyGrainCheckpointSave", "PyGrainCheckpointRestore", "CheckpointSave", "CheckpointRestore"})
 
 
 class PayloadClassifier(LocalFunctions):
@@ -94,6 +101,23 @@ class PayloadClassifier(LocalFunctions):
             return self._classify_call_payload(expr, scope, d, seen)
         return Payload("unknown", expr)
 
+    def _nnx_state_kind(self, target: Optional[cst.BaseExpression], scope: Scope) -> str:
+        """`nnx.state(optimizer)`: the optimizer's state (train_state); `nnx.state(model)`
+        or `nnx.state(model, nnx.Param)`: params; unknown when the object is not known."""
+        if not isinstance(target, cst.Name):
+            return "unknown"
+        _, bindings = lookup(target.value, scope)
+        values = [b.value for b in bindings if b.value is not None]
+        if bindings and len(values) == len(bindings) and all(isinstance(v, cst.Call) for v in values):
+            built = {self.qual(v.func, b.scope) for v, b in zip(values, bindings)}
+            if built and built <= _NNX_OPTIMIZERS:
+                return "train_state"
+            if not built & _NNX_OPTIMIZERS:
+                return "params"
+        if bindings and all(b.kind == "param" for b in bindings) and _MODEL_PARAM.search(target.value):
+            return "params"  # `def checkpoint(step, model, ...)`: a model handed in
+        return "unknown"
+
     def _classify_call_payload(self, call: cst.Call, scope: Scope, d: int, seen: frozenset) -> Payload:
         name = self.qual(call.func, scope)
         member = orbax_member(name)
@@ -117,6 +141,13 @@ class PayloadClassifier(LocalFunctions):
                     continue
                 out.items[arg.keyword.value] = self._classify(arg.value, scope, d, seen)
             return out
+        if name in _NNX_STATE:
+            # nnx keeps the optimizer state in the nnx.Optimizer, not in the model: the
+            # state of a model (all of it, or its nnx.Param) holds no optimizer state.
+            target = call_arg_expr(call, 0, None, strict=True)
+            return Payload(self._nnx_state_kind(target, scope), call)
+        if name and name.startswith("grain.") and name.rsplit(".", 1)[-1] in _GRAIN_ITERATOR_ARGS:
+            return Payload("other", call)  # the data iterator's position
         if name in TRANSPARENT:
             inner = call_arg_expr(call, 0, None, strict=True)
             return self._classify(inner, scope, d, seen) if inner is not None else Payload("unknown", call)
