@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.context.heads import trains_a_head
 from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.pipelines.sequences import expanded_sequences
@@ -83,6 +84,7 @@ class MissingGradientClipping(Rule):
         # name (`if args.adafactor: optimizer = optax.adafactor(...) else: optimizer =
         # optax.adamw(...)`, adafactor clipping its own updates) clips nothing on this branch.
         candidates = [p for p in candidates if _alternative_only(ctx, p, clipped_optimizers)]
+        candidates = [p for p in candidates if not trains_a_head(ctx.facts, p)]  # a value head beside the Transformer
         if not candidates or _clips_by_hand(ctx):
             return
         arch = arch_ok(ctx, set(ctx.option("architectures")))
