@@ -303,3 +303,20 @@ def test_flax_checkpoints_under_a_flax_pinned_before_its_deprecation(tmp_path: P
     (tmp_path / "requirements.txt").write_text("flax\n", encoding="utf-8")
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX505")
     assert "is the legacy Flax checkpoint API (flax 0.12.8 only forwards it" in finding["message"]
+
+
+def test_pjit_under_a_jax_pinned_before_its_deprecation_and_maps_before_its_removal(tmp_path: Path) -> None:
+    """jax.experimental.pjit.pjit warns from jax 0.8.0 and jax.experimental.maps is gone
+    from 0.4.31 (read in the published wheels): under jax==0.4.7 the first is an info
+    note and the second a warning, both for the upgrade; unpinned, a warning and an error."""
+    source = "from jax.experimental.maps import Mesh\nfrom jax.experimental.pjit import pjit\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("jax==0.4.7\n", encoding="utf-8")
+    by_line = {f["line"]: f for f in _lint_json(tmp_path / "train.py", "--select", "OPX704")}
+    assert by_line[2]["severity"] == "info"
+    assert "is deprecated from jax 0.8.0; the project pins jax==0.4.7 in requirements.txt, which does not warn: when you upgrade past it" in by_line[2]["message"]
+    assert by_line[1]["severity"] == "warning"
+    assert "is removed from jax 0.4.31 (ModuleNotFoundError there); the project pins jax==0.4.7" in by_line[1]["message"]
+    (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
+    by_line = {f["line"]: f for f in _lint_json(tmp_path / "train.py", "--select", "OPX704")}
+    assert (by_line[1]["severity"], by_line[2]["severity"]) == ("error", "warning")

@@ -172,16 +172,22 @@ ROWS: dict[str, dict[str, Any]] = {
         evidence="jax/experimental/shard_map.py and jax/_src/shard_map.py: both call "
                  "_shard_map(f, mesh=, in_specs=, out_specs=, axis_names=<empty>, "
                  "check_vma=<check_rep>)"),
+    # Release versions below read in the published jax wheels and sdists (jax/experimental/
+    # pjit.py and the presence of jax/experimental/maps.py), nothing imported.
     "jax.experimental.pjit.pjit": dict(
         rule="OPX704", replacement="jax.jit",
         hint="use jax.jit (in_shardings/out_shardings; the old *_axis_resources "
-             "arguments are gone)"),
+             "arguments are gone)",
+        since="deprecated in jax 0.8.0 (0.7.2 does not warn)"),
     "jax.experimental.pjit.PartitionSpec": dict(
-        rule="OPX704", replacement="jax.sharding.PartitionSpec"),
+        rule="OPX704", replacement="jax.sharding.PartitionSpec",
+        since="removed in jax 0.4.11 (exported through 0.4.10)"),
     "jax.experimental.pjit.with_sharding_constraint": dict(
-        rule="OPX704", replacement="jax.lax.with_sharding_constraint"),
+        rule="OPX704", replacement="jax.lax.with_sharding_constraint",
+        since="deprecated in jax 0.4.16, removed in jax 0.4.24 (exported through 0.4.23)"),
     "jax.experimental.maps": dict(
         rule="OPX704", kind="module", replacement="jax.shard_map",
+        since="removed in jax 0.4.31 (present through 0.4.30)",
         # The hint covers every name the module held, not only xmap (alpa imports its FrozenDict).
         hint="the module is gone as a whole; xmap became jax.shard_map, its Mesh is jax.sharding.Mesh, "
              "and a name it re-exported must be imported from where it lives now"),

@@ -125,11 +125,18 @@ def older_target(ctx: Context, library: str, version: str) -> Optional[str]:
 
 
 _REMOVED_IN = re.compile(r"removed (?:in|for) (?:[a-z]+ )?(\d+(?:\.\d+)+)")
+_DEPRECATED_IN = re.compile(r"deprecated in (?:[a-z]+ )?(\d+(?:\.\d+)+)")
 
 
 def removal_version(entry: Entry) -> str:
     """The release an entry's API was removed in, when the table records it."""
     match = _REMOVED_IN.search(entry.since or "")
+    return match.group(1) if match else ""
+
+
+def deprecation_version(entry: Entry) -> str:
+    """The release that started warning about an entry's API, when the table records it."""
+    match = _DEPRECATED_IN.search(entry.since or "")
     return match.group(1) if match else ""
 
 
@@ -150,13 +157,19 @@ def report_references(ctx: Context, code: str) -> None:
             if older is not None:
                 state = (f"is removed from {entry.library} {removed_in} ({exception_name(entry.observed)} there); "
                          f"{older}, which still has it")
-        elif entry.replacement:
-            # Deprecated, and the release the project targets has no replacement yet: the
-            # advice waits for the upgrade.
-            lacking = missing_in_target(entry.replacement, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
-            if lacking is not None:
-                state = f"{state}, but {entry.replacement} {lacking.removeprefix('it ')}"
-                older = lacking
+        else:
+            # Deprecated after the release the project targets, or with a replacement that
+            # release lacks: a note for the upgrade.
+            deprecated_in = deprecation_version(entry)
+            before = older_target(ctx, entry.library, deprecated_in) if deprecated_in else None
+            if before is not None:
+                state = f"is deprecated from {entry.library} {deprecated_in}; {before}, which does not warn"
+                older = lacking = before
+            elif entry.replacement:
+                lacking = missing_in_target(entry.replacement, ctx.options.get("target_versions") or {}, ctx.facts.declared_pins)
+                if lacking is not None:
+                    state = f"{state}, but {entry.replacement} {lacking.removeprefix('it ')}"
+                    older = lacking
         finding = ctx.report(
             ref.node,
             subject=_spelled(ref),
