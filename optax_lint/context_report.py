@@ -75,7 +75,7 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     pins = facts.declared_pins
     if pins:
         # The releases API-currency findings are judged against (OPX701-OPX704).
-        shown = "; ".join(f"{p.text} ({p.where})" for p in pins.values())
+        shown = "; ".join(p.shown() for p in pins.values())
         lines.append(f"  library pins: {shown}: API changes after them are migration notes")
     if context.problems:
         lines.append("  ignored:")

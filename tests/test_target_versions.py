@@ -281,7 +281,8 @@ def test_show_context_names_the_pins_it_judges_against(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(FLAX_SOURCE, encoding="utf-8")
     (tmp_path / "requirements.txt").write_text("flax==0.10.*\njax<0.5  # old TPU pods\n", encoding="utf-8")
     out = _cli(tmp_path / "train.py", "--show-context").stdout
-    assert "library pins: flax==0.10.* (requirements.txt); jax<0.5 (requirements.txt): API changes after them are migration notes" in out
+    assert ("library pins: flax==0.10.* (requirements.txt); jax<0.5 (requirements.txt); "
+            "optax<0.2.6 (held by jax<0.5 in requirements.txt): API changes after them are migration notes") in out
     (tmp_path / "requirements.txt").write_text("flax\n", encoding="utf-8")
     assert "library pins" not in _cli(tmp_path / "train.py", "--show-context").stdout
 
@@ -320,3 +321,19 @@ def test_pjit_under_a_jax_pinned_before_its_deprecation_and_maps_before_its_remo
     (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
     by_line = {f["line"]: f for f in _lint_json(tmp_path / "train.py", "--select", "OPX704")}
     assert (by_line[1]["severity"], by_line[2]["severity"]) == ("error", "warning")
+
+
+def test_a_private_optax_name_under_a_jax_pin_that_holds_optax_back(tmp_path: Path) -> None:
+    """optax 0.2.3 moved update_moment and bias_correction out of optax._src.transform and
+    needs jax>=0.4.27 (both read in the published wheels): a project that pins
+    jax==0.3.17 installs optax 0.2.2 at most, where the import works. A migration note."""
+    source = "from optax._src.transform import update_moment, bias_correction\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("jax==0.3.17\nflax==0.5.3\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX702")
+    assert finding["severity"] == "warning"
+    assert ("no longer defines update_moment, bias_correction from optax 0.2.3; the optax the project can install "
+            "(jax==0.3.17 in requirements.txt keeps it below 0.2.3, which needs jax 0.4.27 or newer), which still does") in finding["message"]
+    (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
+    [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX702")
+    assert finding["severity"] == "error" and "ImportError in optax" in finding["message"]

@@ -274,6 +274,19 @@ REQUIRES: dict[str, str] = {
     "flax 0.12.0": "jax 0.7.1",
     "flax 0.12.1": "jax 0.8.1",
     "flax 0.12.7": "jax 0.10.0",
+    # optax (its wheels' METADATA, 0.1.3-0.2.8): jax>=0.1.55 through 0.2.2
+    "optax 0.2.3": "jax 0.4.27",
+    "optax 0.2.6": "jax 0.5.3",
+}
+
+# Private optax names that later releases no longer define, with the first release
+# without them (read in the published wheels' optax/_src modules): a project held below
+# that release by its pins still imports them (OPX702 is then a migration note).
+PRIVATE_REMOVED: dict[str, str] = {
+    "optax._src.alias.ScalarOrSchedule": "0.1.8",  # a module-level alias through 0.1.7
+    "optax._src.transform.update_moment": "0.2.3",  # moved out of transform.py in 0.2.3
+    "optax._src.transform.update_moment_per_elem_norm": "0.2.3",
+    "optax._src.transform.bias_correction": "0.2.3",
 }
 
 
@@ -281,11 +294,20 @@ def build_requires() -> dict[str, str]:
     """REQUIRES, checked against the installed flax: the row at or below its release
     names the jax it requires."""
     installed = _version_tuple(importlib.metadata.version("flax"))
-    rows = [(k, v) for k, v in REQUIRES.items() if _version_tuple(k.split()[1]) <= installed]
+    rows = [(k, v) for k, v in REQUIRES.items() if k.startswith("flax ") and _version_tuple(k.split()[1]) <= installed]
     wanted = [r for r in importlib.metadata.requires("flax") or [] if re.match(r"jax\s*>=", r) and "extra" not in r]
     if rows and wanted and _version_tuple(wanted[0]) != _version_tuple(rows[-1][1]):
         raise SystemExit(f"gen_api_currency: installed flax requires {wanted[0]}, the last REQUIRES row says {rows[-1][1]}")
     return dict(REQUIRES)
+
+
+def build_private_removed() -> dict[str, str]:
+    """PRIVATE_REMOVED, checked: none of the names is defined by the installed optax."""
+    for path in PRIVATE_REMOVED:
+        module, _, name = path.rpartition(".")
+        if hasattr(importlib.import_module(module), name):
+            raise SystemExit(f"gen_api_currency: {path} is still defined by the installed optax")
+    return dict(sorted(PRIVATE_REMOVED.items()))
 
 
 # Private optax modules that older code imports from and that no longer exist.
@@ -720,6 +742,7 @@ def build_table() -> dict[str, Any]:
         "arguments": arguments,
         "available": build_available({**names, **same_object}, arguments),
         "requires": build_requires(),
+        "private_removed": build_private_removed(),
         "nnx_optimizer": build_nnx(),
         "removed_private_modules": build_removed_private_modules(),
         "private": build_private(optax),
@@ -751,8 +774,10 @@ def render(table: dict[str, Any]) -> str:
         "# [arguments.<callable>]: deprecated keyword -> its replacement.",
         "# [available]: the first release with each API a fix writes (checked against the",
         "#   released wheels); a fix needing a newer one than the target version is not safe.",
-        "# [requires]: the first flax release that needs a newer jax, and that jax (wheel",
-        "#   metadata): a jax pin below it holds flax below that release.",
+        "# [requires]: the first flax (or optax) release that needs a newer jax, and that jax",
+        "#   (wheel metadata): a jax pin below it holds the library below that release.",
+        "# [private_removed]: private optax names later releases dropped, with the first",
+        "#   release without them (read in the wheels).",
         "# [nnx_optimizer]: what flax's nnx.Optimizer does with the pre-0.11 call forms.",
         "# [removed_private_modules]: optax._src modules older code imports, now gone.",
         "# [private]: private optax path -> the public path of the same object.",
@@ -777,6 +802,9 @@ def render(table: dict[str, Any]) -> str:
     out.append("")
     out.append("[requires]")
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["requires"].items()]
+    out.append("")
+    out.append("[private_removed]")
+    out += [f"{_key(k)} = {_value(v)}" for k, v in table["private_removed"].items()]
     out.append("")
     out.append("[nnx_optimizer]")
     out += [f"{_key(k)} = {_value(v)}" for k, v in table["nnx_optimizer"].items()]

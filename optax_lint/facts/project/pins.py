@@ -39,11 +39,16 @@ class Pin:
     def describe(self) -> str:
         return f"the project pins {self.text} in {self.where}"
 
+    def shown(self) -> str:
+        """As --show-context lists it."""
+        return f"{self.text} ({self.where})"
+
 
 @dataclass(frozen=True)
 class HeldPin(Pin):
     """A library held back by another one's pin: flax 0.10.5 and later need jax>=0.5.1,
-    so `jax==0.4.38` keeps flax below 0.10.5 (rules/api_currency.toml [requires])."""
+    so `jax==0.4.38` keeps flax below 0.10.5; optax 0.2.3 and later need jax>=0.4.27
+    (rules/api_currency.toml [requires])."""
 
     needs: str = ""  # "jax 0.5.1"
 
@@ -51,6 +56,10 @@ class HeldPin(Pin):
         ceiling = ".".join(map(str, self.ceiling))
         return (f"the {self.library} the project can install ({self.text} in {self.where} keeps it below "
                 f"{ceiling}, which needs {self.needs} or newer)")
+
+    def shown(self) -> str:
+        ceiling = ".".join(map(str, self.ceiling))
+        return f"{self.library}<{ceiling} (held by {self.text} in {self.where})"
 
 
 def held_back(library: str, pins: dict[str, "Pin"]) -> Optional[Pin]:
@@ -240,8 +249,9 @@ def read_declared_pins(facts) -> dict[str, Pin]:
         if found or here == root:
             break
         here = os.path.dirname(here)
-    if "flax" not in pins:
-        held = held_back("flax", pins)
-        if held is not None:
-            pins["flax"] = held
+    for library in ("flax", "optax"):
+        if library not in pins:
+            held = held_back(library, pins)
+            if held is not None:
+                pins[library] = held
     return pins

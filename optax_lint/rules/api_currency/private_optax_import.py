@@ -7,7 +7,9 @@ import libcst as cst
 
 from optax_lint.core.diagnostics import Applicability, Severity
 from optax_lint.facts.api_currency import CurrencyTable, Reference, table_for
-from optax_lint.rules.api_currency.references import import_safe
+from optax_lint.core.catalogue import load_table
+from optax_lint.core.target_versions import version_tuple
+from optax_lint.rules.api_currency.references import import_safe, older_target
 from optax_lint.rules.api_currency.rewrites import rehome_imports, replace_pair, spell
 from optax_lint.rules.api_currency.wording import code_text, exception_name, severity
 from optax_lint.rules.base import Context, Rule
@@ -94,13 +96,35 @@ class PrivateOptaxImport(Rule):
         if isinstance(first.statement, cst.SimpleStatementLine) and all(import_safe(ctx.facts.path, p) for p in moves.values()):
             fix = replace_pair(rehome_imports(first.statement, node, moves))
         publics = ", ".join(dict.fromkeys(r.private.public for r in refs))
+        state = f"imports from {module}, which {self._state(module, removed, table, missing)}"
+        advice = self._advice(publics, bool(removed), bool(missing), len(refs) > 1)
+        older = None if removed else _older_than_removal(ctx, module, missing)
+        if older is not None:
+            release, target = older
+            state = f"imports from {module}, which no longer defines {', '.join(missing)} from optax {release}; {target}, which still does"
+            advice = f"when you upgrade past it, {advice}"
         finding = ctx.report(
             first.node,
             subject=f"`{code_text(node, 72)}`",  # the import exactly as written
-            state=f"imports from {module}, which {self._state(module, removed, table, missing)}",
-            advice=self._advice(publics, bool(removed), bool(missing), len(refs) > 1),
+            state=state,
+            advice=advice,
             fix=fix,
             fix_title=f"Import from the public API ({publics})" if fix is not None else None,
             applicability=(Applicability.UNSAFE if removed else Applicability.SAFE) if fix is not None else None,
         )
-        finding.severity = severity(bool(removed) or bool(missing))
+        finding.severity = severity(bool(removed) or bool(missing), older[1] if older is not None else None)
+
+
+def _older_than_removal(ctx: Context, module: str, missing: tuple[str, ...]):
+    """(release, target phrase) when every missing name's removal release is recorded
+    ([private_removed]) and the release the project targets predates the earliest: the
+    import works there, and fails only when the project upgrades."""
+    if not missing:
+        return None
+    removed_in = load_table("api_currency").get("private_removed", {})
+    releases = [removed_in.get(f"{module}.{name}") for name in missing]
+    if not all(releases):
+        return None
+    release = min(releases, key=version_tuple)
+    target = older_target(ctx, "optax", release)
+    return (release, target) if target is not None else None
