@@ -337,3 +337,16 @@ def test_a_private_optax_name_under_a_jax_pin_that_holds_optax_back(tmp_path: Pa
     (tmp_path / "requirements.txt").write_text("jax\n", encoding="utf-8")
     [finding] = _lint_json(tmp_path / "train.py", "--select", "OPX702")
     assert finding["severity"] == "error" and "ImportError in optax" in finding["message"]
+
+
+def test_a_removed_private_optax_module_under_an_optax_pinned_before_its_removal(tmp_path: Path) -> None:
+    """optax._src.clipping is in every wheel through 0.2.6 and gone from 0.2.7: under
+    optax==0.2.3 the attribute path works, and the finding is a note for the upgrade."""
+    source = "from optax._src import clipping\n\nclip = clipping.per_example_global_norm_clip\n"
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("optax==0.2.3\n", encoding="utf-8")
+    findings = _lint_json(tmp_path / "train.py", "--select", "OPX702")
+    assert findings and {f["severity"] for f in findings} == {"warning"}
+    assert all("is gone from optax 0.2.7; the project pins optax==0.2.3 in requirements.txt, which still has it" in f["message"] for f in findings)
+    (tmp_path / "requirements.txt").write_text("optax\n", encoding="utf-8")
+    assert {f["severity"] for f in _lint_json(tmp_path / "train.py", "--select", "OPX702")} == {"error"}

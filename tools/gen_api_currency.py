@@ -283,6 +283,10 @@ REQUIRES: dict[str, str] = {
 # without them (read in the published wheels' optax/_src modules): a project held below
 # that release by its pins still imports them (OPX702 is then a migration note).
 PRIVATE_REMOVED: dict[str, str] = {
+    "optax._src.clipping": "0.2.7",  # the module itself, present through 0.2.6
+    "optax._src.loss": "0.1.8",  # present through 0.1.7
+    "optax._src.privacy": "0.1.8",
+    "optax._src.second_order": "0.1.8",
     "optax._src.alias.ScalarOrSchedule": "0.1.8",  # a module-level alias through 0.1.7
     "optax._src.transform.update_moment": "0.2.3",  # moved out of transform.py in 0.2.3
     "optax._src.transform.update_moment_per_elem_norm": "0.2.3",
@@ -304,9 +308,13 @@ def build_requires() -> dict[str, str]:
 def build_private_removed() -> dict[str, str]:
     """PRIVATE_REMOVED, checked: none of the names is defined by the installed optax."""
     for path in PRIVATE_REMOVED:
+        if path in REMOVED_PRIVATE_MODULES:
+            continue  # build_removed_private_modules checks the module is gone
         module, _, name = path.rpartition(".")
         if hasattr(importlib.import_module(module), name):
             raise SystemExit(f"gen_api_currency: {path} is still defined by the installed optax")
+    if set(REMOVED_PRIVATE_MODULES) - set(PRIVATE_REMOVED):
+        raise SystemExit("gen_api_currency: a removed private module has no PRIVATE_REMOVED release")
     return dict(sorted(PRIVATE_REMOVED.items()))
 
 
@@ -776,8 +784,8 @@ def render(table: dict[str, Any]) -> str:
         "#   released wheels); a fix needing a newer one than the target version is not safe.",
         "# [requires]: the first flax (or optax) release that needs a newer jax, and that jax",
         "#   (wheel metadata): a jax pin below it holds the library below that release.",
-        "# [private_removed]: private optax names later releases dropped, with the first",
-        "#   release without them (read in the wheels).",
+        "# [private_removed]: private optax modules and names later releases dropped, with",
+        "#   the first release without them (read in the wheels).",
         "# [nnx_optimizer]: what flax's nnx.Optimizer does with the pre-0.11 call forms.",
         "# [removed_private_modules]: optax._src modules older code imports, now gone.",
         "# [private]: private optax path -> the public path of the same object.",

@@ -60,18 +60,26 @@ class PrivateOptaxImport(Rule):
         fix = fixes.replace(ref.node, new) if new is not None else None
         leaf = ref.qualname.rsplit(".", 1)[1]
         missing = (leaf,) if target.missing_name else ()
+        state = f"reaches into {module}, which {self._state(module, target.removed_module, table, missing, 'AttributeError')}"
+        advice = self._advice(target.public, bool(target.removed_module), target.missing_name, False)
+        older = _older_than_removal(ctx, module, () if target.removed_module else missing) if (target.removed_module or missing) else None
+        if older is not None:
+            release, when = older
+            gone = f"is gone from optax {release}" if target.removed_module else f"no longer defines {leaf} from optax {release}"
+            state = f"reaches into {module}, which {gone}; {when}, which still {'has it' if target.removed_module else 'does'}"
+            advice = f"when you upgrade past it, {advice}"
         finding = ctx.report(
             ref.node,
             subject=f"{code_text(ref.node)} ({ref.qualname})",
-            state=f"reaches into {module}, which {self._state(module, target.removed_module, table, missing, 'AttributeError')}",
-            advice=self._advice(target.public, bool(target.removed_module), target.missing_name, False),
+            state=state,
+            advice=advice,
             fix=fix,
             fix_title=f"Replace with {target.public}" if fix is not None else None,
             applicability=(Applicability.UNSAFE if target.removed_module else Applicability.SAFE) if fix is not None else None,
         )
         # A missing name fails like a missing module; the public name it moved to is the
         # one a working program spells, so its fix stays safe.
-        finding.severity = severity(bool(target.removed_module) or target.missing_name)
+        finding.severity = severity(bool(target.removed_module) or target.missing_name, older[1] if older is not None else None)
 
     def _module_import(self, ctx: Context, ref: Reference, table: CurrencyTable) -> None:
         finding = ctx.report(
@@ -98,10 +106,11 @@ class PrivateOptaxImport(Rule):
         publics = ", ".join(dict.fromkeys(r.private.public for r in refs))
         state = f"imports from {module}, which {self._state(module, removed, table, missing)}"
         advice = self._advice(publics, bool(removed), bool(missing), len(refs) > 1)
-        older = None if removed else _older_than_removal(ctx, module, missing)
+        older = _older_than_removal(ctx, module, () if removed else missing)
         if older is not None:
             release, target = older
-            state = f"imports from {module}, which no longer defines {', '.join(missing)} from optax {release}; {target}, which still does"
+            gone = f"is gone from optax {release}" if removed else f"no longer defines {', '.join(missing)} from optax {release}"
+            state = f"imports from {module}, which {gone}; {target}, which still {'has it' if removed else 'does'}"
             advice = f"when you upgrade past it, {advice}"
         finding = ctx.report(
             first.node,
@@ -116,13 +125,11 @@ class PrivateOptaxImport(Rule):
 
 
 def _older_than_removal(ctx: Context, module: str, missing: tuple[str, ...]):
-    """(release, target phrase) when every missing name's removal release is recorded
-    ([private_removed]) and the release the project targets predates the earliest: the
-    import works there, and fails only when the project upgrades."""
-    if not missing:
-        return None
+    """(release, target phrase) when the removal release of the module (no `missing`
+    names) or of every missing name is recorded ([private_removed]) and the release the
+    project targets predates it: the import works there, and fails only on upgrade."""
     removed_in = load_table("api_currency").get("private_removed", {})
-    releases = [removed_in.get(f"{module}.{name}") for name in missing]
+    releases = [removed_in.get(f"{module}.{name}") for name in missing] if missing else [removed_in.get(module)]
     if not all(releases):
         return None
     release = min(releases, key=version_tuple)
