@@ -64,6 +64,15 @@ class TxNode:
             node = node.parent
         return None
 
+    def enclosing(self, shorts: tuple[str, ...]) -> Optional["TxNode"]:
+        """The nearest wrapper around this node whose short name is one of `shorts`."""
+        parent = self.parent
+        while parent is not None:
+            if parent.short in shorts:
+                return parent
+            parent = parent.parent
+        return None
+
     @property
     def short(self) -> str:
         return self.key.rsplit(".", 1)[-1]

@@ -372,8 +372,8 @@ def build_schedule_analysis(facts) -> ScheduleFacts:
             uses.append(
                 LrUse(
                     pipeline, node, param, expr, arg, schedule, constant, text, lr_field,
-                    multisteps=_ancestor(node, ("MultiSteps",)),
-                    injected=_ancestor(node, ("inject_hyperparams", "inject_stateful_hyperparams")) is not None,
+                    multisteps=node.enclosing(("MultiSteps",)),
+                    injected=node.enclosing(("inject_hyperparams", "inject_stateful_hyperparams")) is not None,
                     adaptive=bool(adaptive_name),
                     self_scheduling=node.key in SELF_SCHEDULING,
                     opaque=opaque,
@@ -393,14 +393,6 @@ def _opaque(pipeline: Pipeline) -> bool:
             lr_steps += 1
     return lr_steps != 1  # several optimizers (multi_transform): judged per use, not as one run
 
-
-def _ancestor(node: TxNode, shorts: tuple[str, ...]) -> Optional[TxNode]:
-    parent = node.parent
-    while parent is not None:
-        if parent.short in shorts:
-            return parent
-        parent = parent.parent
-    return None
 
 
 def _hand_built_adaptive(sequences, node: TxNode) -> str:

@@ -79,12 +79,7 @@ _SELECTING = ("masked", "multi_transform", "partition", "selective_transform")
 
 def _under_selection(node: TxNode) -> bool:
     """A masked(...) or a partition branch already selects the leaves `node` sees."""
-    parent = node.parent
-    while parent is not None:
-        if parent.short in _SELECTING:
-            return True
-        parent = parent.parent
-    return False
+    return node.enclosing(_SELECTING) is not None
 
 
 def _selected_elsewhere(pipelines: list[Pipeline]) -> set[int]:
