@@ -970,3 +970,22 @@ def test_a_model_factory_builds_the_branch_its_caller_picks(tmp_path: Path, defa
     assert (context.value if context is not None else None) == arch
     if arch is None:
         assert "builds one of several models (MessagePassing, GraphTransformer)" in f.run_context.notes["arch"]
+
+
+def test_a_model_factory_reads_its_else_arm(tmp_path: Path) -> None:
+    """`if args.model_name == "transformer": ... else: ...` with the caller's default
+    "gnn": the else arm is the one built (its statements sit in the `if`'s else block)."""
+    files = dict(_FACTORY)
+    files["utils.py"] = """
+def get_model(args):
+    if args.model_name == "transformer":
+        from models.attn import GraphTransformer
+        model = GraphTransformer()
+    else:
+        from models.gnn import MessagePassing
+        model = MessagePassing()
+    return model
+"""
+    files["train.py"] = files["train.py"].replace("{default}", "gnn")
+    f = project_facts(tmp_path, files)
+    assert f.run_context.get("arch").value == "mlp"

@@ -124,3 +124,22 @@ def train(lr{signature}):
 )
 def test_a_restore_behind_a_switch_the_training_caller_leaves_off(signature: str, passed: str, expected: bool) -> None:
     assert _after(_SWITCHED.format(signature=signature, passed=passed)) is expected
+
+
+def test_a_restore_in_the_else_arm_of_the_switch_runs_when_the_switch_is_off() -> None:
+    """The walker maps an `else:` block's statements to the `if` itself: the restore
+    below sits in the arm that runs when `load_from` is left off, so it is a resume."""
+    src = """
+def build(lr, load_from=""):
+    if load_from:
+        params = init()
+    else:
+        params = restore_here(DEFAULT)
+    return params
+
+def train(lr):
+    params = build(lr)
+    for b in data:
+        params, s = train_step(params, s, b)
+"""
+    assert _after(src) is True

@@ -160,6 +160,13 @@ class ModuleFacts:
         self.__dict__.clear()
 
     @functools.cached_property
+    def head_pipelines(self) -> frozenset[int]:
+        """ids of the pipelines that train a head beside the model (a value head's optimizer)."""
+        from optax_lint.facts.context.heads import trains_a_head
+
+        return frozenset(id(p) for p in self.pipelines if trains_a_head(self, p))
+
+    @functools.cached_property
     def adapters_only(self) -> Optional[cst.Call]:
         """The call (LoRA wrapping, `wrt=nnx.LoRAParam`) after which only adapters train."""
         from optax_lint.facts.context.adapters import adapters_only

@@ -202,6 +202,23 @@ class RawFacts:
     item_stores: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name) of `name[k] = v`
     attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, "Scope"]] = field(default_factory=list)  # `a.b = v`
 
+    def enclosing_ifs(self, statement: cst.CSTNode, stop: Optional[cst.CSTNode] = None) -> list[tuple[cst.If, bool]]:
+        """The `if` statements around `statement`, innermost first, up to `stop` (a
+        function's node; by default the nearest def or class), each with whether the
+        statement sits in its body (True) or in its `elif`/`else` arm (False). The
+        statements of an `else:` block map to the `if` itself (`stmt_orelse`), so the arm
+        is told by membership in the body."""
+        out = []
+        child, current = statement, self.parent_stmt.get(statement)
+        while current is not None and current is not stop:
+            if stop is None and isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if isinstance(current, cst.If):
+                body = current.body
+                out.append((current, isinstance(body, cst.IndentedBlock) and any(s is child for s in body.body)))
+            child, current = current, self.parent_stmt.get(current)
+        return out
+
 
 # Attribute names that rules read; recording every attribute would be wasted work.
 INTERESTING_ATTRS = frozenset(

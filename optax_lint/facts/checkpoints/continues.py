@@ -11,6 +11,7 @@ import libcst as cst
 
 from optax_lint.facts.context.loops import training_loops
 from optax_lint.facts.context.purpose import TRAINING_CALL_NAMES
+from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.nodes import node_code
 from optax_lint.syntax.walker import Scope
 
@@ -184,30 +185,19 @@ def _switches(facts, record, fn: Scope) -> list[str]:
         if p.default is not None and node_code(p.default) in _OFF
     }
     names = []
-    parent_of = facts.raw.parent_stmt
-    child, current = record.statement, parent_of.get(record.statement)
-    while current is not None and current is not fn.node:
-        if isinstance(current, cst.If) and child is not current.orelse:
-            test = current.test
-            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot) \
-                    and node_code(test.comparisons[0].comparator) == "None":
-                test = test.left
-            if isinstance(test, cst.Name) and test.value in off:
-                names.append(test.value)
-        child, current = current, parent_of.get(current)
+    for branch, in_body in facts.raw.enclosing_ifs(record.statement, fn.node):
+        if not in_body:
+            continue
+        test = branch.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot) \
+                and node_code(test.comparisons[0].comparator) == "None":
+            test = test.left
+        if isinstance(test, cst.Name) and test.value in off:
+            names.append(test.value)
     return names
 
 
 def _passes_any(call: cst.Call, fn: Scope, names: list[str]) -> bool:
     """The call gives one of the parameters `names` a value (by keyword, by position,
     or through `*args`/`**kwargs`, which may hold it)."""
-    params = [p.name.value for p in fn.node.params.params]
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            return True
-        if arg.keyword is not None:
-            if arg.keyword.value in names:
-                return True
-        elif index < len(params) and params[index] in names:
-            return True
-    return False
+    return any(a.star for a in call.args) or any(param_arg(call, fn.node, name) is not None for name in names)

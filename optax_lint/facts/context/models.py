@@ -19,6 +19,7 @@ from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.files import defines_function
 from optax_lint.facts.project.evaluate import project_value
 from optax_lint.facts.project.found import Origin, weaker
+from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.values import Unknown, value_of
@@ -531,8 +532,8 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scop
     for imported, built, where in index.used_imports:
         if within(where) and branch.may_run(built):
             models.append((imported.rsplit(".", 1)[-1], _imported_model(module, imported, built)))
-    decided = {_decide(signals, [model])[0] if _decide(signals, [model]) else None for model, signals in models if signals}
-    if len(decided) > 1:
+    decisions = [_decide(signals, [model]) for model, signals in models if signals]
+    if len({d[0] if d else None for d in decisions}) > 1:
         # `if args.model_name == "egnn": ... elif ... == "transformer": ...`: one of
         # several models, picked by a setting: which one trains is not known here
         if note is not None:
@@ -553,33 +554,17 @@ class _Branches:
     field), takes one branch. A condition it cannot read keeps the branch."""
 
     def __init__(self, facts, call: cst.CSTNode, scope: Optional[Scope], module, function: Scope) -> None:
-        self.facts, self.scope, self.module, self.function = facts, scope, module, function
-        self.arguments: dict[str, cst.BaseExpression] = {}
-        fn = function.node
-        if isinstance(call, cst.Call) and isinstance(fn, cst.FunctionDef) and scope is not None:
-            params = [p.name.value for p in fn.params.params]
-            for index, arg in enumerate(call.args):
-                if arg.star:
-                    break
-                name = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
-                if name is not None:
-                    self.arguments[name] = arg.value
-        self._statements = None
+        self.facts, self.call, self.scope, self.module, self.function = facts, call, scope, module, function
+        self.reads = isinstance(call, cst.Call) and bool(call.args) and isinstance(function.node, cst.FunctionDef) and scope is not None
 
     def may_run(self, built: cst.CSTNode) -> bool:
-        if not self.arguments:
+        record = self.module.record_of.get(built) if self.reads else None
+        if record is None:
             return True
-        if self._statements is None:
-            self._statements = {id(r.node): r.statement for r in self.module.raw.calls}
-        child = self._statements.get(id(built))
-        parents = self.module.raw.parent_stmt
-        current = parents.get(child) if child is not None else None
-        while current is not None and current is not self.function.node:
-            if isinstance(current, cst.If):
-                holds = self._truth(current.test)
-                if holds is not None and holds != (child is not current.orelse):
-                    return False
-            child, current = current, parents.get(current)
+        for branch, in_body in self.module.raw.enclosing_ifs(record.statement, self.function.node):
+            holds = self._truth(branch.test)
+            if holds is not None and holds != in_body:
+                return False
         return True
 
     def _truth(self, test: cst.BaseExpression) -> Optional[bool]:
@@ -605,9 +590,11 @@ class _Branches:
 
     def _argument_value(self, expr: cst.BaseExpression):
         """`args.model_name` in the factory, as the caller's argument holds it."""
-        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)) or expr.value.value not in self.arguments:
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
             return None
-        passed = self.arguments[expr.value.value]
+        passed = param_arg(self.call, self.function.node, expr.value.value)
+        if passed is None:
+            return None
         value = project_value(self.facts, cst.Attribute(value=passed, attr=expr.attr), self.scope)
         return value if isinstance(value, (str, int, float, bool)) else None
 

@@ -467,16 +467,18 @@ class ConfigEvaluator(Evaluator):
         classes = call.args[0].value.elements
         if index >= len(classes):
             return Unknown("more targets than dataclasses")
-        info, _ = self.class_of(classes[index].value, bindings[0].scope)
-        if info is None:
+        dataclass = classes[index].value
+        info, _ = self.class_of(dataclass, bindings[0].scope)
+        if info is not None:
+            found = ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
+        else:
             # transformers' own TrainingArguments: a flag not passed takes its default
-            qual = qualified_name(classes[index].value, bindings[0].scope) if isinstance(classes[index].value, (cst.Name, cst.Attribute)) else None
+            qual = qualified_name(dataclass, bindings[0].scope) if isinstance(dataclass, (cst.Name, cst.Attribute)) else None
             default = library_default(qual, names[0]) if len(names) == 1 else None
-            if default is not None:
-                found = Found(default, "medium", Origin(self.facts, classes[index].value), f"{qual}.{names[0]} default")
-                return self.as_launched(names[0], found)
-            return self.as_launched(names[0], Unknown("an unknown dataclass")) if len(names) == 1 else Unknown("an unknown dataclass")
-        found = ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth + 1)
+            if default is None:
+                found = Unknown("an unknown dataclass")
+            else:
+                found = Found(default, "medium", Origin(self.facts, dataclass), f"{qual}.{names[0]} default")
         return self.as_launched(names[0], found) if len(names) == 1 else found
 
     def path_of_value(self, value: cst.BaseExpression, scope: Scope, names: list[str], depth: int):

@@ -3,9 +3,9 @@ dependencies put on jax, flax, optax and orbax (pyproject.toml's `[project]`
 dependencies, Poetry's, then its extras; setup.py's requirement strings; then
 requirements.txt). `flax>0.10.6,<0.11.0` means no release from 0.11.0 on, so code written for
 0.10 is not broken for that project: an API-currency finding about a break at 0.11.0
-is a migration note there, not a crash. A jax pin holds flax back too: every flax from
-0.10.5 on needs jax>=0.5.1, so `jax==0.4.38` alone keeps flax at 0.10.4 or older. Read
-only when such a finding is made."""
+is a migration note there, not a crash. A jax pin holds flax and optax back too: every
+flax from 0.10.5 on needs jax>=0.5.1, so `jax==0.4.38` alone keeps flax at 0.10.4 or
+older. Read only when such a finding is made."""
 
 from __future__ import annotations
 
@@ -52,14 +52,17 @@ class HeldPin(Pin):
 
     needs: str = ""  # "jax 0.5.1"
 
+    @property
+    def release(self) -> str:
+        """The first release of the library the other pin keeps out: "0.10.5"."""
+        return ".".join(map(str, self.ceiling))
+
     def describe(self) -> str:
-        ceiling = ".".join(map(str, self.ceiling))
         return (f"the {self.library} the project can install ({self.text} in {self.where} keeps it below "
-                f"{ceiling}, which needs {self.needs} or newer)")
+                f"{self.release}, which needs {self.needs} or newer)")
 
     def shown(self) -> str:
-        ceiling = ".".join(map(str, self.ceiling))
-        return f"{self.library}<{ceiling} (held by {self.text} in {self.where})"
+        return f"{self.library}<{self.release} (held by {self.text} in {self.where})"
 
 
 def held_back(library: str, pins: dict[str, "Pin"]) -> Optional[Pin]:

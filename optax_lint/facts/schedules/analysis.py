@@ -394,7 +394,6 @@ def _opaque(pipeline: Pipeline) -> bool:
     return lr_steps != 1  # several optimizers (multi_transform): judged per use, not as one run
 
 
-
 def _hand_built_adaptive(sequences, node: TxNode) -> str:
     """The adaptive scale_by_* block before a hand-built learning-rate step, or ''."""
     for sequence in sequences:

@@ -7,7 +7,6 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.context.heads import trains_a_head
 from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.pipelines.sequences import expanded_sequences
@@ -84,7 +83,7 @@ class MissingGradientClipping(Rule):
         # name (`if args.adafactor: optimizer = optax.adafactor(...) else: optimizer =
         # optax.adamw(...)`, adafactor clipping its own updates) clips nothing on this branch.
         candidates = [p for p in candidates if _alternative_only(ctx, p, clipped_optimizers)]
-        candidates = [p for p in candidates if not trains_a_head(ctx.facts, p)]  # a value head beside the Transformer
+        candidates = [p for p in candidates if id(p) not in ctx.facts.head_pipelines]  # a value head beside the Transformer
         if not candidates or _clips_by_hand(ctx):
             return
         arch = arch_ok(ctx, set(ctx.option("architectures")))
@@ -135,29 +134,15 @@ def _alternative_only(ctx: Context, candidate: Pipeline, clipped: list) -> bool:
         return True
     if candidate.name is None:
         return False
-    mine = _branches(ctx, candidate.record.statement)
+    raw = ctx.facts.raw
+    mine = raw.enclosing_ifs(candidate.record.statement)
     for other in clipped:
         if other.name != candidate.name or other.record.scope is not candidate.record.scope:
             return False
-        theirs = _branches(ctx, other.record.statement)
+        theirs = raw.enclosing_ifs(other.record.statement)
         if not any(node is node2 and side != side2 for node, side in mine for node2, side2 in theirs):
             return False
     return True
-
-
-def _branches(ctx: Context, statement) -> list:
-    """(if statement, "body" | "orelse") for each `if` around `statement`."""
-    parents = ctx.facts.raw.parent_stmt
-    out, child = [], statement
-    while child in parents:
-        owner = parents[child]
-        if isinstance(owner, cst.If):
-            in_body = any(s is child for s in owner.body.body) if isinstance(owner.body, cst.IndentedBlock) else False
-            out.append((owner, "body" if in_body else "orelse"))
-        if isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
-            break
-        child = owner
-    return out
 
 
 def _clips_by_hand(ctx: Context) -> bool:

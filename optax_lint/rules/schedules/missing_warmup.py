@@ -20,7 +20,6 @@ from optax_lint.facts.schedules.analysis import (
     is_number,
     provenance,
 )
-from optax_lint.facts.context.heads import trains_a_head
 from optax_lint.facts.context.loops import run_length_expression
 from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.schedules.calls import Schedule
@@ -136,7 +135,7 @@ class MissingWarmup(Rule):
         if not long_run:
             # A value head's optimizer beside the Transformer's: the Transformer premise
             # is not about it (a declared long run still warms up every optimizer).
-            heads = {id(p) for p in facts.pipelines if trains_a_head(facts, p)}
+            heads = facts.head_pipelines
             constant = [u for u in constant if id(u.pipeline) not in heads]
             cold = [(u, s) for u, s in cold if id(u.pipeline) not in heads]
         if transformer is None:
