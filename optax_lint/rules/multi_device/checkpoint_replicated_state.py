@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from optax_lint.facts.parallel.readers import unreplicating_readers
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
@@ -25,6 +26,8 @@ class CheckpointReplicatedState(Rule):
         pf = ctx.facts.parallel
         unreplicate = import_name(ctx, "flax.jax_utils")
         for save in pf.replicated_saves:
+            if unreplicating_readers(ctx.facts, save) is not None:
+                continue  # every script that reads it back restores it as saved and unreplicates: the project's format
             fix = None
             value = save.value
             if unreplicate is not None and not isinstance(save.saved, (cst.Dict, cst.Tuple, cst.List)):
