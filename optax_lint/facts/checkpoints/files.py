@@ -10,7 +10,7 @@ import libcst as cst
 
 from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.nodes import last_name
+from optax_lint.syntax.nodes import last_name, node_text
 from optax_lint.syntax.walker import CallRecord, Scope
 
 
@@ -65,6 +65,28 @@ def read_from(facts, call: cst.Call, scope: Scope, record: CallRecord) -> Option
                 return value.func.value
             return file_path(facts, value.func.value, scope, record)
     return None
+
+
+# Words that name a dataset in a plain load's path or result, and words that name a
+# checkpoint: a load is a data read when something says data and nothing says checkpoint.
+_DATA_WORDS = re.compile(r"data|trajector|episode|transition|buffer|replay|demonstration|corpus|token|vocab|label|sample|feature", re.IGNORECASE)
+_CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|param|weight|model|state|snapshot|policy|net|resume|save|opt", re.IGNORECASE)
+
+
+def reads_data(facts, record: CallRecord, path: Optional[cst.BaseExpression]) -> bool:
+    """A plain load (pickle, np.load) that reads a dataset, not a checkpoint:
+    `trajectories = pickle.load(f)` from `open(args.dataset_path, "rb")`. Judged from the
+    path as written and the names the result is bound to; a name that could be a
+    checkpoint's (`params`, `ckpt_path`) keeps it a restore."""
+    words = [node_text(path)] if path is not None else []
+    statement = record.statement
+    body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+    if isinstance(body, (cst.Assign, cst.AnnAssign)) and body.value is record.node:
+        targets = [t.target for t in body.targets] if isinstance(body, cst.Assign) else [body.target]
+        words += [node_text(t) for t in targets]
+    if not words or any(_CHECKPOINT_WORDS.search(w) for w in words):
+        return False
+    return any(_DATA_WORDS.search(w) for w in words)
 
 
 # Calls that read a written file to look at the model, not to resume training.

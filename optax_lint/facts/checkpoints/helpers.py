@@ -104,9 +104,10 @@ def _caller_path(site, function: Scope, record: CallRecord) -> Optional[cst.Base
     return None
 
 
-def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpression, Optional[cst.BaseExpression]]]:
-    """(callee text, the argument the caller saves, where it writes) when `record`
-    calls a project helper that saves one of its parameters."""
+def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpression, Optional[cst.BaseExpression], str]]:
+    """(callee text, the argument the caller saves, where it writes, the library the
+    helper writes with) when `record` calls a project helper that saves one of its
+    parameters."""
     found = helper_function(facts, record)
     if found is None:
         return None
@@ -117,7 +118,7 @@ def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpres
     if len(saved) != 1:
         return None
     arg = param_arg(record.node, function.node, saved.pop())
-    return (qual, arg, _caller_path(sites[0], function, record)) if arg is not None else None
+    return (qual, arg, _caller_path(sites[0], function, record), sites[0].api) if arg is not None else None
 
 
 def helper_restore(facts, record: CallRecord) -> Optional[tuple[str, Optional[cst.BaseExpression], Optional[cst.BaseExpression]]]:

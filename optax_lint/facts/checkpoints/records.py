@@ -35,6 +35,7 @@ class SaveSite:
     path: Optional[cst.BaseExpression] = None
     args_form: bool = False  # orbax args=... given
     periodic: bool = False  # inside a loop, or in a function called from a loop
+    wraps: str = ""  # for a project helper: the api its body saves with
 
     @property
     def call(self) -> cst.Call:

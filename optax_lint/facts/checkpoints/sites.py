@@ -23,7 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.checkpoints.classify import PayloadClassifier
-from optax_lint.facts.checkpoints.files import file_path, read_from, written_to
+from optax_lint.facts.checkpoints.files import file_path, read_from, reads_data, written_to
 from optax_lint.facts.checkpoints.helpers import helper_restore, helper_save
 from optax_lint.facts.checkpoints.records import (
     CheckpointObject,
@@ -158,7 +158,8 @@ class CheckpointFacts(PayloadClassifier):
                 return
             if module in PICKLE_MODULES and short in ("load", "loads"):
                 path = file_path(self.facts, call_arg_expr(call, 0, "file", strict=True), scope, record) if short == "load" else read_from(self.facts, call, scope, record)
-                self.restores.append(RestoreSite("pickle", f"{module}.{short}", record, None, "unknown", path=path))
+                if not reads_data(self.facts, record, path):  # a pickled dataset is no restore
+                    self.restores.append(RestoreSite("pickle", f"{module}.{short}", record, None, "unknown", path=path))
                 return
             if name in NUMPY_SAVES:
                 payload_expr = call_arg_expr(call, 1, "arr", strict=True)
@@ -166,7 +167,9 @@ class CheckpointFacts(PayloadClassifier):
                                            self.payload(payload_expr, scope), path=call_arg_expr(call, 0, "file", strict=True)))
                 return
             if name in NUMPY_LOADS:
-                self.restores.append(RestoreSite("numpy", "np.load", record, None, "unknown", path=call_arg_expr(call, 0, "file", strict=True)))
+                path = call_arg_expr(call, 0, "file", strict=True)
+                if not reads_data(self.facts, record, path):
+                    self.restores.append(RestoreSite("numpy", "np.load", record, None, "unknown", path=path))
                 return
             if name == "flax.serialization.to_bytes":
                 if record.parent_call is not None and self._is_save_call(record.parent_call, scope):
@@ -203,8 +206,8 @@ class CheckpointFacts(PayloadClassifier):
             return
         saved = helper_save(self.facts, record)
         if saved is not None:
-            qual, arg, path = saved
-            self.saves.append(SaveSite("helper", qual, record, arg, self.payload(arg, record.scope), path=path))
+            qual, arg, path, api = saved
+            self.saves.append(SaveSite("helper", qual, record, arg, self.payload(arg, record.scope), path=path, wraps=api))
             return
         restored = helper_restore(self.facts, record)
         if restored is not None:

@@ -40,7 +40,8 @@ def _what(payload: Payload, written: Optional[cst.BaseExpression]) -> str:
     return f"a dict with keys {keys} and no optimizer state"
 
 
-# Plain serializers, unlike a checkpoint library, say nothing of resuming by themselves.
+# Plain serializers, unlike a checkpoint library, say nothing of resuming by themselves
+# (called directly, or inside the project's helper: `save_params(path, params)` that pickles).
 _SERIALIZERS = frozenset({"pickle", "numpy", "flax_serialization"})
 
 
@@ -60,7 +61,7 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
-            if site.api in _SERIALIZERS or ckpt.keeps_best(site.record):
+            if site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record):
                 # a plain serializer's file, or the best epoch kept as the selected model:
                 # an export, unless training continues from something read back
                 if resumed is None:
