@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from optax_lint.engine import lint as engine
-from optax_lint.facts.context.residual_gates import gated_blocks, identity_initialised
+from optax_lint.facts.context.residual_gates import gated_block, identity_initialised
 from optax_lint.facts.module import ModuleFacts
 
 TRAIN = """
@@ -89,7 +89,9 @@ def facts_of(src: str) -> ModuleFacts:
 @pytest.mark.parametrize("blocks", [ADALN_ZERO, REZERO], ids=["adaln-zero", "rezero"])
 def test_zero_gated_blocks_are_read(blocks) -> None:
     facts = facts_of(module(blocks))
-    assert [b.name for b in gated_blocks(facts)] == ["Block"]
+    block = gated_block(facts, "Block")
+    assert block is not None and block.name == "Block"
+    assert gated_block(facts, "Model") is None  # the model that stacks the blocks gates nothing itself
     found = identity_initialised(facts, None)
     assert found is not None and found.describe().startswith("Block (model.py:")
 

@@ -96,6 +96,11 @@ class ModuleFacts:
         return {}
 
     @functools.cached_property
+    def name_counts_cache(self) -> dict:
+        """state.walks.name_counts, memoized per root node (keyed by id)."""
+        return {}
+
+    @functools.cached_property
     def sequences_cache(self) -> dict:
         """pipelines.sequences.expanded_sequences, memoized per pipeline."""
         return {}

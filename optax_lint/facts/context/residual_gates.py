@@ -189,23 +189,24 @@ class _BlockReader(cst.CSTVisitor):
                     return
 
 
-def gated_blocks(module_facts) -> list[GatedBlock]:
-    """The classes of a module whose residual branches are gated by values that start at
-    zero, cached on the module's facts."""
-    cached = getattr(module_facts, "_gated_blocks", None)
-    if cached is not None:
-        return cached
-    module = module_facts.module
-    zeros = _Zeros(module)
-    found: list[GatedBlock] = []
+def gated_block(module_facts, name: str) -> Optional[GatedBlock]:
+    """The class `name` of a module when its residual branches are gated by values that
+    start at zero, else None; each class read once, cached on the module's facts (only
+    the attention classes are ever asked, so the other classes are never visited)."""
+    cache = module_facts.__dict__.setdefault("_gated_blocks", {})
+    if name in cache:
+        return cache[name]
+    zeros = module_facts.__dict__.get("_gate_zeros")
+    if zeros is None:
+        zeros = module_facts.__dict__["_gate_zeros"] = _Zeros(module_facts.module)
+    found = None
     for scope in module_facts.raw.scopes:
-        if scope.kind != "class" or not isinstance(scope.node, cst.ClassDef):
-            continue
-        reader = _BlockReader(zeros)
-        scope.node.visit(reader)
-        if reader.gated_at:
-            found.append(GatedBlock(scope.name, module_facts, reader.gated_at[0]))
-    module_facts._gated_blocks = found
+        if scope.kind == "class" and scope.name == name and isinstance(scope.node, cst.ClassDef):
+            reader = _BlockReader(zeros)
+            scope.node.visit(reader)
+            found = GatedBlock(scope.name, module_facts, reader.gated_at[0]) if reader.gated_at else None
+            break
+    cache[name] = found
     return found
 
 
@@ -217,7 +218,10 @@ def identity_initialised(facts, arch) -> Optional[GatedBlock]:
     attention = [name for name, model in index.classes.items() if any(s.arch == "transformer" and not s.by_name for s in model.signals)]
     if not attention:
         return None
-    gated = {block.name: block for block in gated_blocks(module)}
-    if not all(name in gated for name in attention):
-        return None
-    return gated[attention[0]]
+    first = None
+    for name in attention:  # the first ungated class settles it
+        block = gated_block(module, name)
+        if block is None:
+            return None
+        first = first or block
+    return first

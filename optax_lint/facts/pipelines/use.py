@@ -31,7 +31,7 @@ from optax_lint.facts.file_role import (
     is_test_file,
     owning_package,
 )
-from optax_lint.facts.state.walks import name_uses
+from optax_lint.facts.state.walks import name_counts
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import Scope
@@ -148,9 +148,9 @@ def pipeline_referenced(facts, pipeline) -> bool:
     (a leftover probe) is not."""
     module = facts.module
     if pipeline.function is not None and pipeline.function.node is not None:
-        return len(name_uses(module, pipeline.function.name)) > 1  # more than the def's own name
+        return name_counts(facts, module).get(pipeline.function.name, 0) > 1  # more than the def's own name
     if pipeline.name:
         scope = pipeline.record.scope
         where = scope.node if scope.kind == "function" and pipeline.name not in scope.declared_global else module
-        return len(name_uses(where, pipeline.name)) > 1  # more than the assignment's target
+        return name_counts(facts, where).get(pipeline.name, 0) > 1  # more than the assignment's target
     return True

@@ -25,21 +25,35 @@ def walk_scope(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(children)
 
 
-def name_uses(root: cst.CSTNode, name: str) -> list[cst.Name]:
-    """Every `Name` node spelling `name` under `root` (attribute names excluded)."""
-    out = []
+def _names(root: cst.CSTNode) -> Iterator[cst.Name]:
+    """Every `Name` node under `root`, attribute names excluded (`x` of `x.y`, never `y`)."""
     stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Name):
-            if node.value == name:
-                out.append(node)
+            yield node
             continue
         if isinstance(node, cst.Attribute):
             stack.append(node.value)
             continue
         stack.extend(iter_children(node))
-    return out
+
+
+def name_uses(root: cst.CSTNode, name: str) -> list[cst.Name]:
+    """Every `Name` node spelling `name` under `root` (attribute names excluded)."""
+    return [node for node in _names(root) if node.value == name]
+
+
+def name_counts(facts, root: cst.CSTNode) -> dict[str, int]:
+    """How many `Name` nodes spell each name under `root` (attribute names excluded),
+    counted once per root and file: asked for every pipeline of a long file."""
+    cache = facts.name_counts_cache
+    counts = cache.get(id(root))
+    if counts is None:
+        counts = cache[id(root)] = {}
+        for node in _names(root):
+            counts[node.value] = counts.get(node.value, 0) + 1
+    return counts
 
 
 def negated(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:

@@ -25,7 +25,7 @@ class DiscardedFunctionalUpdate(Rule):
         facts = ctx.facts
         ckpt = facts.checkpoints
         for record in facts.raw.calls:
-            if not record.is_expression_statement or _probing(facts, record) or _shown(ctx, record):
+            if not record.is_expression_statement or _probing(facts, record):
                 continue
             call = record.node
             name = facts.callee(record)
@@ -60,6 +60,8 @@ class DiscardedFunctionalUpdate(Rule):
                 result = "the updates and the new optimizer state"
             else:
                 continue
+            if _shown(ctx, record):
+                continue  # last in its cell: the notebook displays the value (its position is asked only here)
             fix = self._fix(record, target)
             ctx.report(call, call=call_text(call), result=result, fix=fix,
                        fix_title=f"Assign the result: {describe(target)} = ..." if fix is not None and target is not None else None)
