@@ -56,17 +56,56 @@ def _cell_syntax_error(text: str) -> Optional[tuple[int, int, str]]:
     return None
 
 
+def _whole_statements(tree: ast.Module, first_lines: list[int]) -> bool:
+    """No top-level statement of `tree` starts in one cell and ends in another
+    (`first_lines`: each cell's first line in the joined text, in order)."""
+    cell, starts = 0, first_lines
+    for statement in tree.body:
+        first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", ())])
+        last = statement.end_lineno or statement.lineno
+        while cell + 1 < len(starts) and starts[cell + 1] <= first:
+            cell += 1
+        if cell + 1 < len(starts) and last >= starts[cell + 1]:
+            return False
+    return True
+
+
+def _joined_tree(codes: list, cells: list[RawCell]) -> Optional[ast.Module]:
+    """CPython's parse of all the cells joined, when it settles every cell alone: it
+    parses, and no statement crosses from one cell into the next (a cell of whole
+    statements that parse in sequence parses by itself). One parse instead of one per
+    cell, and the tree serves the logical module's own syntax check. None when any cell
+    is foreign or the joined text does not settle it (each cell is then parsed alone)."""
+    if any(code.foreign or "\r" in code.text for code in codes):
+        return None  # (a lone CR counts lines differently for CPython and split_lines)
+    parts, first_lines, line = [], [], 1
+    for code, cell in zip(codes, cells):
+        text = code.text if cell.source.endswith(("\n", "\r")) else code.text + "\n"
+        first_lines.append(line)
+        line += len(split_lines(text))
+        parts.append(text)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse("".join(parts))
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return None
+    return tree if _whole_statements(tree, first_lines) else None
+
+
 class Layout:
     def __init__(self, cells: list[RawCell]) -> None:
         self.segments: list[_Segment] = []
         self.problems: list[CellProblem] = []
         parts: list[str] = []
         offset = 0
-        for cell in cells:
-            code = cell_code(cell.source)
+        codes = [cell_code(cell.source) for cell in cells]
+        # CPython's tree of `self.text`, when one parse of the joined cells settled them all.
+        self.tree: Optional[ast.Module] = _joined_tree(codes, cells)
+        for cell, code in zip(cells, codes):
             linted = not code.foreign
             text = code.text
-            if linted:
+            if linted and self.tree is None:
                 error = _cell_syntax_error(text)
                 if error is not None:
                     line, column, message = error

@@ -55,13 +55,16 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
     common = dict(show_traceback=options.show_traceback, context=declared, root=str(settings.root), project_files=project_files,
                   displayed=layout.displayed)
     if not (options.fix or options.diff):
-        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, release=not options.with_edits, **common)
+        cpython = (layout.tree, None, False) if layout.tree is not None else None  # the joined cells' parse, made once
+        run = engine.lint_text(layout.text, shown, codes, settings.rule_options, release=not options.with_edits,
+                               cpython=cpython, **common)
         if options.with_edits:
             engine.attach_edits(layout.text, run)
         result.findings = sorted(problems + to_cells(run.findings, layout, layout.text), key=lambda f: f.sort_key)
         if options.verify_worker is not None and run.module is not None:
             result.verification = verify_cells(layout, shown, options.verify_worker)
         return result, source.text, run.internal_errors
+    layout.tree = None  # a fix parses each new text itself; no tree to copy
     original = copy.deepcopy(layout)  # `layout` follows the fixes; this one stays put
     fixed = engine.fix_text(
         layout.text, shown, codes, settings.rule_options, unsafe=options.unsafe_fixes,
