@@ -989,3 +989,43 @@ def get_model(args):
     files["train.py"] = files["train.py"].replace("{default}", "gnn")
     f = project_facts(tmp_path, files)
     assert f.run_context.get("arch").value == "mlp"
+
+
+_SWEEP = """
+import jax
+import optax
+
+tx = optax.adam(1e-3)
+
+
+@jax.jit
+def train_step(params, opt_state, batch):
+    grads = jax.grad(lambda p: (p * batch).sum())(params)
+    updates, opt_state = tx.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def main(init_params, batches):
+    params = init_params(0)
+    opt_state = tx.init(params)
+    for seed in range(20):
+        INIT
+        for step in range(500):
+            params, opt_state = train_step(params, opt_state, next(batches))
+"""
+
+
+@pytest.mark.parametrize(
+    "init, steps",
+    [
+        ("params = init_params(seed); opt_state = tx.init(params)", 500),  # a fresh optimizer per seed: 20 runs of 500
+        ("state = TrainState.create(apply_fn=None, params=init_params(seed), tx=tx)", 500),
+        ("params = init_params(seed)", 10_000),  # the optimizer state carries on: one run of 20 x 500
+    ],
+    ids=["tx-init", "train-state", "params-only"],
+)
+def test_an_outer_loop_that_restarts_the_optimizer_runs_several_runs(init: str, steps: int) -> None:
+    src = _SWEEP.replace("INIT", init)
+    if "TrainState" in init:
+        src = "from flax.training.train_state import TrainState\n" + src
+    assert value(facts_of(src), "steps") == steps

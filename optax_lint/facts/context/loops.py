@@ -1,6 +1,8 @@
 """The length of the run (the `steps` field): the training loop (`for step in
 range(N)` around the train step, times an enclosing `for epoch in range(E)`, or
-E x steps_per_epoch around a data loop; `while step < N`), then names
+E x steps_per_epoch around a data loop; `while step < N`; an enclosing loop that
+builds a fresh optimizer state on each turn, over seeds or folds, runs several runs
+and does not multiply), then names
 (`num_train_steps`, `total_steps`, `max_steps`, ...), then `epochs * steps_per_epoch`.
 Loop iterations are micro-batches under MultiSteps(k): steps = iterations // k."""
 
@@ -12,6 +14,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.context.evidence import Evidence, code_text, last_name
+from optax_lint.facts.checkpoints.vocabulary import opt_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup
@@ -246,6 +249,12 @@ def _steps_from_loops(inf: Evidence):
     for inner, call in innermost:
         count, text = _loop_count(inf, inner)
         outer = [loop for loop, _ in loops if loop.scope is inner.scope and loop.depth < inner.depth and _encloses(inf, loop.node, inner.node)]
+        # A loop that starts a fresh optimizer each time round (seeds, folds, a sweep)
+        # runs several runs: the run is what is inside it.
+        outer.sort(key=lambda l: -l.depth)
+        restart = next((i for i, loop in enumerate(outer) if _restarts_optimizer(inf, loop, inner)), None)
+        if restart is not None:
+            outer = outer[:restart]
         factors = []
         for loop in sorted(outer, key=lambda l: l.depth):
             c, t = _loop_count(inf, loop)
@@ -282,6 +291,36 @@ def _steps_from_loops(inf: Evidence):
     if len(values) != 1 or len(known) != len(results):
         return Unknown("several training loops with different lengths")
     return known[0]
+
+
+def _restarts_optimizer(inf: Evidence, outer, inner) -> bool:
+    """`outer` builds a fresh optimizer state outside `inner` on each of its turns:
+    `opt_state = tx.init(params)`, `TrainState.create(...)` or `nnx.Optimizer(...)` in
+    its body but not in the inner loop's."""
+    facts = inf.facts
+    for record in facts.raw.calls:
+        func = record.node.func
+        if not isinstance(func, (cst.Attribute, cst.Name)):
+            continue
+        name = last_name(func)
+        if name == "init":
+            fresh = isinstance(func, cst.Attribute) and (
+                facts.pipeline_for(func.value, record.scope) is not None or _binds_opt_state(record.statement))
+        elif name in ("create", "Optimizer", "ModelAndOptimizer"):
+            fresh = (facts.callee(record) or "").endswith(("TrainState.create", "nnx.Optimizer", "nnx.ModelAndOptimizer"))
+        else:
+            continue
+        if fresh and _encloses(inf, outer.node, record.statement) and not _encloses(inf, inner.node, record.statement):
+            return True
+    return False
+
+
+def _binds_opt_state(statement) -> bool:
+    """`opt_state = optimizer.init(params)`: the name says what the init built (an
+    optimizer rebound in each notebook cell has no single pipeline to look up)."""
+    body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+    return (isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name)
+            and opt_name(body.targets[0].target.value))
 
 
 def _encloses(inf: Evidence, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
