@@ -1029,3 +1029,16 @@ def test_an_outer_loop_that_restarts_the_optimizer_runs_several_runs(init: str, 
     if "TrainState" in init:
         src = "from flax.training.train_state import TrainState\n" + src
     assert value(facts_of(src), "steps") == steps
+
+
+def test_a_seed_sweep_optimizer_is_not_an_inner_optimizer() -> None:
+    # the only optimizer, restarted with fresh params each seed: runs of a sweep, each trained by it
+    facts = facts_of(_SWEEP.replace("INIT", "params = init_params(seed); opt_state = tx.init(params)"))
+    assert len(facts.pipelines) == 1 and facts.side_pipelines == frozenset()
+
+
+def test_an_activity_optimizer_inside_training_is_an_inner_optimizer() -> None:
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "OPX201" / "bad_predictive_coding_param_optimizer.py"
+    facts = facts_of(path.read_text(encoding="utf-8"))
+    inner = [p.name for p in facts.pipelines if id(p) in facts.side_pipelines]
+    assert inner == ["activity_optim"]

@@ -165,11 +165,14 @@ class ModuleFacts:
         self.__dict__.clear()
 
     @functools.cached_property
-    def head_pipelines(self) -> frozenset[int]:
-        """ids of the pipelines that train a head beside the model (a value head's optimizer)."""
+    def side_pipelines(self) -> frozenset[int]:
+        """ids of the pipelines that do not train the model the architecture names: a value
+        head's optimizer beside it, or an inner optimizer restarted each pass on values
+        made in that pass (predictive coding's activities, an adversarial input)."""
         from optax_lint.facts.context.heads import trains_a_head
+        from optax_lint.facts.context.inner_optimizers import restarted_each_pass
 
-        return frozenset(id(p) for p in self.pipelines if trains_a_head(self, p))
+        return frozenset(id(p) for p in self.pipelines if trains_a_head(self, p) or restarted_each_pass(self, p))
 
     @functools.cached_property
     def adapters_only(self) -> Optional[cst.Call]:

@@ -72,3 +72,27 @@ def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
 
 def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(n is node for n in walk(tree))
+
+
+def assigned_names(statement) -> set[str]:
+    """The names a simple statement line binds: `x = ...`, `state, loss = step(...)`,
+    `x: T = ...`, `first, *rest = ...`."""
+    out: set[str] = set()
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return out
+    for small in statement.body:
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            targets = [small.target]
+        else:
+            continue
+        while targets:
+            target = targets.pop()
+            if isinstance(target, cst.Name):
+                out.add(target.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in target.elements)
+            elif isinstance(target, cst.StarredElement):
+                targets.append(target.value)
+    return out

@@ -311,6 +311,8 @@ def _restarts_optimizer(inf: Evidence, outer, inner) -> bool:
         else:
             continue
         if fresh and _encloses(inf, outer.node, record.statement) and not _encloses(inf, inner.node, record.statement):
+            if name == "init" and id(facts.pipeline_for(func.value, record.scope)) in facts.side_pipelines:
+                continue  # an inner optimizer restarted each pass: the outer loop still trains one run
             return True
     return False
 

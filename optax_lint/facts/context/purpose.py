@@ -43,7 +43,7 @@ from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.nodes import spells_test_case
+from optax_lint.syntax.nodes import assigned_names, spells_test_case
 from optax_lint.syntax.walker import Scope
 
 TRAINING_RUN = "training run"
@@ -267,7 +267,7 @@ class _Reader:
             return None
         record = next((r for r in self._calls_in(loop) if r.node is call), None)
         scope = record.scope if record is not None else loop.scope
-        carried = _assigned_names(record.statement) if record is not None else set()
+        carried = assigned_names(record.statement) if record is not None else set()
         drawn: set[str] = set()
         fed = False
         for arg in call.args:
@@ -555,21 +555,6 @@ def _random_draw(call: cst.Call) -> bool:
         return False
     text = code_text(call.func)
     return "random" in text or "rng" in text
-
-
-def _assigned_names(statement) -> set[str]:
-    """The names a statement binds (`state, loss = step(state, batch)`): the state a step hands back."""
-    out: set[str] = set()
-    if isinstance(statement, cst.SimpleStatementLine):
-        for small in statement.body:
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
-            while targets:
-                target = targets.pop()
-                if isinstance(target, cst.Name):
-                    out.add(target.value)
-                elif isinstance(target, (cst.Tuple, cst.List)):
-                    targets.extend(e.value for e in target.elements)
-    return out
 
 
 class _Parts(cst.CSTVisitor):

@@ -26,6 +26,7 @@ from optax_lint.facts.state.functions import FunctionInfo, FunctionTable
 from optax_lint.facts.state.layouts import Layout, Layouts
 from optax_lint.facts.state.origins import Held, Origins
 from optax_lint.facts.state.reads import HyperparamsAccess, TreeAccess
+from optax_lint.syntax.nodes import assigned_names
 from optax_lint.syntax.walker import Scope
 
 
@@ -93,6 +94,41 @@ class StateFacts:
             current = self.raw.parent_stmt.get(current)
         return None, conditional
 
+    def bound_earlier_in_pass(self, name: str, loop: cst.CSTNode, statement: cst.CSTNode) -> bool:
+        """`name` is assigned by a statement of `loop`'s own body that comes before the one
+        holding `statement`: every pass binds it afresh before `statement` reads it, so
+        nothing of the previous pass reaches there (`activities = init(...)` then
+        `opt.init(activities)`). Only the body's own statements count: one nested in an
+        `if` or an inner loop may not run."""
+        body = getattr(getattr(loop, "body", None), "body", ())
+        top = statement
+        while top is not None and self.raw.parent_stmt.get(top) is not loop:
+            top = self.raw.parent_stmt.get(top)
+        if top is None or not any(stmt is top for stmt in body):
+            return False  # (the loop's `else:` block runs once, after the passes)
+        for stmt in body:
+            if stmt is top:
+                return False
+            if name in assigned_names(stmt):
+                return True
+        return False
+
+    def pass_binding(self, name: str, statement: cst.CSTNode, outermost: Optional[cst.CSTNode] = None) -> Optional[cst.CSTNode]:
+        """The loop around `statement` (up to `outermost`) that binds `name` earlier in each
+        of its passes (bound_earlier_in_pass): what `statement` reads of it is made in the
+        same pass. None when no such loop."""
+        current = statement
+        while current is not None:
+            loop, _ = self.enclosing_loop(current)
+            if loop is None:
+                return None
+            if self.bound_earlier_in_pass(name, loop, statement):
+                return loop
+            if loop is outermost:
+                return None
+            current = loop
+        return None
+
     def inside(self, statement: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
         current: Optional[cst.CSTNode] = statement
         while current is not None:
@@ -100,4 +136,5 @@ class StateFacts:
                 return True
             current = self.raw.parent_stmt.get(current)
         return False
+
 

@@ -83,7 +83,7 @@ class MissingGradientClipping(Rule):
         # name (`if args.adafactor: optimizer = optax.adafactor(...) else: optimizer =
         # optax.adamw(...)`, adafactor clipping its own updates) clips nothing on this branch.
         candidates = [p for p in candidates if _alternative_only(ctx, p, clipped_optimizers)]
-        candidates = [p for p in candidates if id(p) not in ctx.facts.head_pipelines]  # a value head beside the Transformer
+        candidates = [p for p in candidates if id(p) not in ctx.facts.side_pipelines]  # a value head, an inner optimizer
         if not candidates or _clips_by_hand(ctx):
             return
         arch = arch_ok(ctx, set(ctx.option("architectures")))

@@ -135,7 +135,7 @@ class MissingWarmup(Rule):
         if not long_run:
             # A value head's optimizer beside the Transformer's: the Transformer premise
             # is not about it (a declared long run still warms up every optimizer).
-            heads = facts.head_pipelines
+            heads = facts.side_pipelines
             constant = [u for u in constant if id(u.pipeline) not in heads]
             cold = [(u, s) for u, s in cold if id(u.pipeline) not in heads]
         if transformer is None:

@@ -28,11 +28,16 @@ def carried(sf: StateFacts, name: str, loop: cst.CSTNode, scope: Scope) -> bool:
     return bool(inside) and len(inside) < len(bindings)
 
 
-def carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope, skip: Optional[str] = None) -> bool:
+def carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope, skip: Optional[str] = None,
+                statement: Optional[cst.CSTNode] = None) -> bool:
+    """An argument of `call` is carried across the loop's passes; with the call's
+    `statement`, one that a pass binds afresh before it (`acts = init(...)` then
+    `opt.init(acts)`, in `loop` or in a loop inside it around the call) is not."""
     for arg in call.args:
         base = base_name(arg.value)
         if base is not None and base != skip and carried(sf, base, loop, scope):
-            return True
+            if statement is None or sf.pass_binding(base, statement, outermost=loop) is None:
+                return True
     return False
 
 

@@ -97,10 +97,10 @@ class OptimizerRebuiltInLoop(Rule):
             call = record.node
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "init" and _is_name(func.value, name):
-                if carried_arg(sf, call, loop, scope):
+                if carried_arg(sf, call, loop, scope, statement=record.statement):
                     yield "inside the training loop", f"{name}.init(...) then resets the optimizer state on every pass, {reset}", [(call, "state re-initialised here")]
             elif _is_state_holder(facts, call, scope) and any(_is_name(a.value, name) for a in call.args):
-                if carried_arg(sf, call, loop, scope, skip=name):
+                if carried_arg(sf, call, loop, scope, skip=name, statement=record.statement):
                     yield "inside the training loop", f"a new optimizer state is created from it on every pass, {reset}", [(call, "state re-created here")]
             elif isinstance(func, cst.Attribute) and func.attr.value == "replace":
                 tx_arg = keyword_arg(call, "tx")
