@@ -34,6 +34,7 @@ def lint(src: str, path: str, codes: set[str]):
         ("OPX201/good_step_timing_loop.py", kinds.BENCHMARK, False),
         ("OPX201/good_toy_tiny_transformer_demo.py", kinds.TOY, False),
         ("OPX201/good_parallelism_demo_on_one_random_batch.py", kinds.TOY, False),
+        ("OPX201/good_mock_run_on_random_prompts.py", kinds.TOY, False),
         ("OPX108/good_optimizer_factory.py", kinds.BUILDING_BLOCK, False),
         ("OPX201/good_optimizer_sweep_checks.py", kinds.TEST, False),
         ("OPX201/bad_flax_lm_bare_adamw.py", kinds.TRAINING_RUN, False),
@@ -304,3 +305,21 @@ def test_a_project_train_function_handed_the_optimizer_is_a_weak_training_run(ca
     assert got.trains == trains, got.describe()
     if trains:
         assert got.weak and "handed the optimizer" in got.describe()
+
+
+_MOCK = (FIXTURES / "OPX201" / "good_mock_run_on_random_prompts.py").read_text(encoding="utf-8")
+_DRAW = "prompt_batches = [jax.random.randint(key, (4, 8), 0, VOCAB) for key in keys]"
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        "prompt_batches = read_prompt_batches(FLAGS_prompts)",  # handed down, but not random
+        _DRAW + "\n    prompt_batches = prompt_batches + tfds_batches",  # bound twice: not one draw
+    ],
+    ids=["real-data", "rebound"],
+)
+def test_batches_handed_down_are_a_mock_only_when_drawn_at_random(replacement: str) -> None:
+    assert _DRAW in _MOCK
+    got = purpose_of(_MOCK.replace(_DRAW, replacement))
+    assert got.kind == kinds.TRAINING_RUN, got.describe()

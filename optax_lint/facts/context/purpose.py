@@ -19,7 +19,8 @@ the optimizer, outside tests. Not one:
 - a toy demo: a loop of at most a thousand steps over a few literal rows of data or
   one random batch; a loop of any length whose every batch is cut from random inputs
   and random labels drawn once (a sharding walkthrough); batches made from a paragraph
-  written in the file (a character-level demo);
+  written in the file (a character-level demo); batches made from random numbers drawn
+  once and handed down through the functions that train (a mock run of a pipeline);
 - a building block: a function returns the optimizer and nothing in the file steps it;
 - otherwise, code that never steps its optimizer repeatedly.
 
@@ -42,6 +43,7 @@ import libcst as cst
 from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
 from optax_lint.facts.file_role import in_test_function, is_test_file
+from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, spells_test_case
 from optax_lint.syntax.walker import Scope
@@ -128,7 +130,8 @@ class _Reader:
                 timing.append((loop, call))
             elif self._short_and_dataless(loop) and (demo := self._demo(loop, call)) is not None:
                 toy.append((call, demo))
-            elif (noise := self._trains_on_noise(loop, call) or self._trains_on_written_text(loop)) is not None:
+            elif (noise := self._trains_on_noise(loop, call) or self._trains_on_written_text(loop)
+                   or self._handed_random_batches(loop, call)) is not None:
                 toy.append((call, noise))
             else:
                 (strong if stepped else weak).append((loop, call))
@@ -211,6 +214,10 @@ class _Reader:
         node = loop.node
         if isinstance(node, cst.For) and not _over_range(node.iter):
             return True  # iterates over something: a data loader, batches
+        return self._calls_for_data(loop)
+
+    def _calls_for_data(self, loop) -> bool:
+        """A call in the loop draws data: `next(it)`, or one named like loading."""
         return any(last_name(r.node.func) == "next" or _DATA_WORDS.search(last_name(r.node.func)) for r in self._calls_in(loop))
 
     def _timing(self, loop) -> bool:
@@ -254,8 +261,10 @@ class _Reader:
 
     @functools.cached_property
     def _file_loads_data(self) -> bool:
-        """Some call in the file is named like loading data (`load_dataset`, `tfds.load`)."""
-        return any(_DATA_WORDS.search(last_name(r.node.func)) for r in self.facts.raw.calls)
+        """Some call in the file is named like loading data (`load_dataset`, `tfds.load`).
+        A function the file defines is judged by the calls in its body, which are among
+        the file's own, not by its name (`build_dataset(teacher, prompts)`)."""
+        return any(_DATA_WORDS.search(last_name(r.node.func)) and not _local_def(r) for r in self.facts.raw.calls)
 
     def _trains_on_noise(self, loop, call: cst.Call) -> Optional[str]:
         """Every batch the step gets is cut from random numbers drawn once before the
@@ -303,6 +312,59 @@ class _Reader:
             if size is not None and size <= _TOY_TEXT:
                 return f"the batches are made from a text of {size} characters written in the file"
         return None
+
+    def _handed_random_batches(self, loop, call: cst.Call) -> Optional[str]:
+        """The loop iterates over, or hands its step, batches of random numbers that the
+        file draws once and passes down through the functions that train
+        (`prompt_batches = [jax.random.randint(k, ...) for k in keys]`, then
+        `train(..., prompt_batches)`, `for tokens in prompt_batches:`), in a file that
+        loads no data: a mock run that shows the pieces fit, not a run whose stability
+        matters."""
+        if self._file_loads_data or not isinstance(loop.node, cst.For):
+            return None
+        if self._calls_for_data(loop):
+            return None  # a draw of data in the loop (the loop's own iterable is judged below)
+        it = loop.node.iter
+        while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
+            it = it.args[0].value
+        record = next((r for r in self._calls_in(loop) if r.node is call), None)
+        scope = record.scope if record is not None else loop.scope
+        candidates = [(it, loop.scope)] + [(a.value, scope) for a in call.args]
+        for expr, where in candidates:
+            if isinstance(expr, cst.Name) and self._random_passed_down(expr, where, 4):
+                return f"its batches ({expr.value}) are random numbers drawn once and handed down to the training functions"
+        return None
+
+    def _random_passed_down(self, name: cst.Name, scope: Scope, depth: int, hops: int = 0) -> bool:
+        """`name` is a parameter that every call of its function in this file passes
+        random numbers drawn once (a name bound once to a draw, or to something made from
+        one: `dataset = build_dataset(teacher, prompts)`), followed `depth` calls up. At
+        least one call is crossed: a batch drawn beside its loop is the other demo
+        checks' business."""
+        _, bindings = lookup(name.value, scope)
+        if len(bindings) != 1 or depth < 0:
+            return False
+        binding = bindings[0]
+        if binding.kind in ("assign", "annassign", "unpack"):
+            if binding.value is None:
+                return False
+            if binding.kind != "unpack" and self._random(name, scope, 3):
+                return hops > 0
+            found = _RandomCalls(binding.scope)
+            binding.value.visit(found)
+            return any(self._random_passed_down(n, binding.scope, depth - 1, hops) for n in found.names if n.value != name.value)
+        fn = binding.scope.node if binding.kind == "param" else None
+        if not isinstance(fn, cst.FunctionDef):
+            return False
+        calls = [r for r in self.facts.raw.calls if isinstance(r.node.func, cst.Name) and r.node.func.value == fn.name.value
+                 and any(b.kind == "def" and b.node is fn for b in lookup(fn.name.value, r.scope)[1])]
+        if not calls:
+            return False
+        for record in calls:
+            arg = param_arg(record.node, fn, name.value)
+            if not isinstance(arg, cst.Name) or not self._random_passed_down(arg, record.scope, depth - 1, hops + 1):
+                return False
+        return True
 
     def _cut_from_noise(self, name: cst.Name, scope: Scope, loop, drawn: set, depth: int, seen: frozenset = frozenset()) -> bool:
         """`name`, bound inside the loop, is built only by slicing, indexing, placing and
@@ -547,6 +609,15 @@ def _written_text_size(expr: Optional[cst.BaseExpression], scope: Scope, depth: 
         value = expr.evaluated_value
         return len(value) if isinstance(value, str) and value.count("\n") >= 3 else None
     return None
+
+
+def _local_def(record) -> bool:
+    """The call's callee is a plain name bound to a function this file defines."""
+    func = record.node.func
+    if not isinstance(func, cst.Name):
+        return False
+    _, bindings = lookup(func.value, record.scope)
+    return bool(bindings) and all(b.kind == "def" for b in bindings)
 
 
 def _random_draw(call: cst.Call) -> bool:
