@@ -43,6 +43,7 @@ import libcst as cst
 from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
 from optax_lint.facts.file_role import in_test_function, is_test_file
+from optax_lint.facts.state.walks import names_read
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, spells_test_case
@@ -348,11 +349,11 @@ class _Reader:
         if binding.kind in ("assign", "annassign", "unpack"):
             if binding.value is None:
                 return False
-            if binding.kind != "unpack" and self._random(name, scope, 3):
-                return hops > 0
-            found = _RandomCalls(binding.scope)
-            binding.value.visit(found)
-            return any(self._random_passed_down(n, binding.scope, depth - 1, hops) for n in found.names if n.value != name.value)
+            if hops > 0 and binding.kind != "unpack" and self._random(name, scope, 3):
+                return True
+            # made from another name that is handed random numbers (`dataset = build(prompts)`)
+            return any(self._random_passed_down(n, binding.scope, depth - 1, hops)
+                       for n in names_read(binding.value) if n.value != name.value)
         fn = binding.scope.node if binding.kind == "param" else None
         if not isinstance(fn, cst.FunctionDef):
             return False

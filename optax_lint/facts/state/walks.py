@@ -25,7 +25,7 @@ def walk_scope(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(children)
 
 
-def _names(root: cst.CSTNode) -> Iterator[cst.Name]:
+def names_read(root: cst.CSTNode) -> Iterator[cst.Name]:
     """Every `Name` node under `root`, attribute names excluded (`x` of `x.y`, never `y`)."""
     stack = [root]
     while stack:
@@ -41,7 +41,7 @@ def _names(root: cst.CSTNode) -> Iterator[cst.Name]:
 
 def name_uses(root: cst.CSTNode, name: str) -> list[cst.Name]:
     """Every `Name` node spelling `name` under `root` (attribute names excluded)."""
-    return [node for node in _names(root) if node.value == name]
+    return [node for node in names_read(root) if node.value == name]
 
 
 def name_counts(facts, root: cst.CSTNode) -> dict[str, int]:
@@ -51,7 +51,7 @@ def name_counts(facts, root: cst.CSTNode) -> dict[str, int]:
     counts = cache.get(id(root))
     if counts is None:
         counts = cache[id(root)] = {}
-        for node in _names(root):
+        for node in names_read(root):
             counts[node.value] = counts.get(node.value, 0) + 1
     return counts
 
