@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.vocabulary import opt_name
 from optax_lint.facts.state.walks import name_counts
+from optax_lint.syntax.names import lookup
 
 
 def restarted_each_pass(facts, pipeline) -> bool:
@@ -38,9 +40,6 @@ def _state_carried(facts, init, loop: cst.CSTNode) -> bool:
     """Another optimizer state crosses the loop's passes: a name that says so (`param_opt_state`),
     bound before the loop and rebound in it (an optimizer built by a helper the file does
     not read, stepped by a library call)."""
-    from optax_lint.facts.checkpoints.vocabulary import opt_name
-    from optax_lint.syntax.names import lookup
-
     own = _assigned_name(init.statement)
     for name in name_counts(facts, loop):
         if name == own or not opt_name(name):

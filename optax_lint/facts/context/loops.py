@@ -13,8 +13,8 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.context.evidence import Evidence, code_text, last_name
 from optax_lint.facts.checkpoints.vocabulary import opt_name
+from optax_lint.facts.context.evidence import Evidence, code_text, last_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup
