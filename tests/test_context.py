@@ -1042,3 +1042,5 @@ def test_an_activity_optimizer_inside_training_is_an_inner_optimizer() -> None:
     facts = facts_of(path.read_text(encoding="utf-8"))
     inner = [p.name for p in facts.pipelines if id(p) in facts.side_pipelines]
     assert inner == ["activity_optim"]
+    # the run is the loop that steps the model (N_STEPS), not N_STEPS x the inference steps
+    assert value(facts, "steps") == 20_000

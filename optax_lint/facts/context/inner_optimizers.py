@@ -77,3 +77,20 @@ def _root_name(expr: cst.BaseExpression):
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
+
+
+def inner_step_calls(facts) -> set:
+    """The calls that step an inner optimizer: its `update`, and the `apply_updates`
+    onto the values its `init` was given (`activities = optax.apply_updates(activities,
+    updates)`). The loop around them infers, it does not train the model."""
+    inner = [p for p in facts.pipelines if restarted_each_pass(facts, p)]
+    if not inner:
+        return set()
+    names = {_root_name(arg.value) for p in inner for record in _inits(facts, p) for arg in record.node.args}
+    out = set()
+    for site in facts.update_sites:
+        if site.kind == "update" and any(site.pipeline is p for p in inner):
+            out.add(site.call)
+        elif site.kind == "apply_updates" and site.call.args and _root_name(site.call.args[0].value) in names:
+            out.add(site.call)
+    return out

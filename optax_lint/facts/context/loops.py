@@ -2,7 +2,8 @@
 range(N)` around the train step, times an enclosing `for epoch in range(E)`, or
 E x steps_per_epoch around a data loop; `while step < N`; an enclosing loop that
 builds a fresh optimizer state on each turn, over seeds or folds, runs several runs
-and does not multiply), then names
+and does not multiply; a loop that only steps an inner optimizer, such as predictive
+coding's activity inference, is not the run's), then names
 (`num_train_steps`, `total_steps`, `max_steps`, ...), then `epochs * steps_per_epoch`.
 Loop iterations are micro-batches under MultiSteps(k): steps = iterations // k."""
 
@@ -15,6 +16,7 @@ import libcst as cst
 
 from optax_lint.facts.checkpoints.vocabulary import opt_name
 from optax_lint.facts.context.evidence import Evidence, code_text, last_name
+from optax_lint.facts.context.inner_optimizers import inner_step_calls
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup
@@ -128,8 +130,11 @@ def training_loops(inf: Evidence):
         by_node = {loop.node: loop for loop in facts.raw.loops}
         found: dict = {}
         parents = facts.raw.parent_stmt
+        # An inner optimizer's steps (predictive coding's activity inference) make its
+        # loop an inner one: the run is counted by the loop that steps the model.
+        inner = inner_step_calls(facts)
         for record in facts.raw.calls:
-            if record.loop_depth == 0 or not _is_step_call(inf, record.node, record.scope):
+            if record.loop_depth == 0 or record.node in inner or not _is_step_call(inf, record.node, record.scope):
                 continue
             stmt = record.statement
             while stmt in parents:
