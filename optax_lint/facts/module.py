@@ -170,9 +170,16 @@ class ModuleFacts:
         head's optimizer beside it, or an inner optimizer restarted each pass on values
         made in that pass (predictive coding's activities, an adversarial input)."""
         from optax_lint.facts.context.heads import trains_a_head
-        from optax_lint.facts.context.inner_optimizers import restarted_each_pass
 
-        return frozenset(id(p) for p in self.pipelines if trains_a_head(self, p) or restarted_each_pass(self, p))
+        return frozenset(id(p) for p in self.pipelines if trains_a_head(self, p)) | self.inner_pipelines
+
+    @functools.cached_property
+    def inner_pipelines(self) -> frozenset[int]:
+        """ids of the inner optimizers: restarted each pass on values made in that pass,
+        inside the loop that trains the model with another (facts/context/inner_optimizers.py)."""
+        from optax_lint.facts.context.inner_optimizers import inner_pipelines
+
+        return inner_pipelines(self)
 
     @functools.cached_property
     def adapters_only(self) -> Optional[cst.Call]:

@@ -96,3 +96,11 @@ def assigned_names(statement) -> set[str]:
             elif isinstance(target, cst.StarredElement):
                 targets.append(target.value)
     return out
+
+
+def base_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name an attribute or subscript chain starts from (`state` of
+    `state.params["w"]`), or None when it starts from something else."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None

@@ -309,8 +309,11 @@ def _restarts_optimizer(inf: Evidence, outer, inner) -> bool:
             continue
         name = last_name(func)
         if name == "init":
+            # `opt_state = optimizer.init(params)`: the name says what the init built (an
+            # optimizer rebound in each notebook cell has no single pipeline to look up)
             fresh = isinstance(func, cst.Attribute) and (
-                facts.pipeline_for(func.value, record.scope) is not None or _binds_opt_state(record.statement))
+                facts.pipeline_for(func.value, record.scope) is not None
+                or (isinstance(record.assigned_to, cst.Name) and opt_name(record.assigned_to.value)))
         elif name in ("create", "Optimizer", "ModelAndOptimizer"):
             fresh = (facts.callee(record) or "").endswith(("TrainState.create", "nnx.Optimizer", "nnx.ModelAndOptimizer"))
         else:
@@ -320,14 +323,6 @@ def _restarts_optimizer(inf: Evidence, outer, inner) -> bool:
                 continue  # an inner optimizer restarted each pass: the outer loop still trains one run
             return True
     return False
-
-
-def _binds_opt_state(statement) -> bool:
-    """`opt_state = optimizer.init(params)`: the name says what the init built (an
-    optimizer rebound in each notebook cell has no single pipeline to look up)."""
-    body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
-    return (isinstance(body, cst.Assign) and len(body.targets) == 1 and isinstance(body.targets[0].target, cst.Name)
-            and opt_name(body.targets[0].target.value))
 
 
 def _encloses(inf: Evidence, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:

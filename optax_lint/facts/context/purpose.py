@@ -256,9 +256,13 @@ class _Reader:
         random numbers made once before the loop (`tokens = jax.random.randint(key,
         (batch, seq), 1, vocab)`): a walkthrough that shows the step runs (or traces it
         for a profiler), not a run whose stability matters."""
-        scope = next((r.scope for r in self._calls_in(loop) if r.node is call), loop.scope)
+        scope = self._call_scope(loop, call)
         fixed = [a.value for a in call.args if isinstance(a.value, cst.Name) and not self._bound_in(a.value, scope, loop)]
         return any(self._random(name, scope, 3) for name in fixed)
+
+    def _call_scope(self, loop, call: cst.Call) -> Scope:
+        """The scope the loop's step call is made in."""
+        return next((r.scope for r in self._calls_in(loop) if r.node is call), loop.scope)
 
     @functools.cached_property
     def _file_loads_data(self) -> bool:
@@ -300,9 +304,7 @@ class _Reader:
         node = loop.node
         if not isinstance(node, cst.For):
             return None
-        it = node.iter
-        while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
-            it = it.args[0].value
+        it = _iterated(node.iter)
         if not isinstance(it, cst.Name):
             return None
         made = _single_value(it, loop.scope)
@@ -325,12 +327,8 @@ class _Reader:
             return None
         if self._calls_for_data(loop):
             return None  # a draw of data in the loop (the loop's own iterable is judged below)
-        it = loop.node.iter
-        while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
-            it = it.args[0].value
-        record = next((r for r in self._calls_in(loop) if r.node is call), None)
-        scope = record.scope if record is not None else loop.scope
-        candidates = [(it, loop.scope)] + [(a.value, scope) for a in call.args]
+        scope = self._call_scope(loop, call)
+        candidates = [(_iterated(loop.node.iter), loop.scope)] + [(a.value, scope) for a in call.args]
         for expr, where in candidates:
             if isinstance(expr, cst.Name) and self._random_passed_down(expr, where, 4):
                 return f"its batches ({expr.value}) are random numbers drawn once and handed down to the training functions"
@@ -610,6 +608,13 @@ def _written_text_size(expr: Optional[cst.BaseExpression], scope: Scope, depth: 
         value = expr.evaluated_value
         return len(value) if isinstance(value, str) and value.count("\n") >= 3 else None
     return None
+
+
+def _iterated(it: cst.BaseExpression) -> cst.BaseExpression:
+    """What a `for` iterates over, through `enumerate(...)`, `tqdm(...)`, `iter(...)`, `list(...)`."""
+    while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
+        it = it.args[0].value
+    return it
 
 
 def _local_def(record) -> bool:

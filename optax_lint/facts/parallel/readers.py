@@ -21,8 +21,9 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.core import readlog
+from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import qualified_name
-from optax_lint.syntax.nodes import last_name
+from optax_lint.syntax.nodes import base_name, is_none, last_name
 from optax_lint.syntax.values import value_of
 
 # Bounds: a folder of scripts is small; a folder of generated files is not read whole.
@@ -38,7 +39,7 @@ def unreplicating_readers(facts, save) -> Optional[str]:
     restores it as saved and unreplicates it (`eval.py:40`); None otherwise."""
     if qualified_name(save.call.func, save.scope) != _FLAX_SAVE:
         return None
-    directory = _directory(save.call, save.scope, ("ckpt_dir",))
+    directory = _directory(save.call, save.scope)
     if directory is None:
         return None
     project = facts.project
@@ -49,7 +50,7 @@ def unreplicating_readers(facts, save) -> Optional[str]:
         for record in module.raw.calls:
             if qualified_name(record.node.func, record.scope) != _FLAX_RESTORE:
                 continue
-            if _directory(record.node, record.scope, ("ckpt_dir",)) != directory:
+            if _directory(record.node, record.scope) != directory:
                 continue
             line = module.source_positions.span(record.node).line
             reads.append((f"{shown}:{line}", _restored_as_saved(record) and _unreplicated(module, record)))
@@ -58,15 +59,10 @@ def unreplicating_readers(facts, save) -> Optional[str]:
     return ", ".join(where for where, _ in reads)
 
 
-def _directory(call: cst.Call, scope, keywords: tuple[str, ...]) -> Optional[str]:
-    """The checkpoint directory as a string the code spells (a literal, or a name bound
-    once to one), else None."""
-    expr = None
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value in keywords:
-            expr = arg.value
-    if expr is None and call.args and call.args[0].keyword is None and not call.args[0].star:
-        expr = call.args[0].value
+def _directory(call: cst.Call, scope) -> Optional[str]:
+    """The checkpoint directory (`ckpt_dir`) as a string the code spells (a literal, or a
+    name bound once to one), else None."""
+    expr = call_arg_expr(call, 0, "ckpt_dir", strict=True)
     value = value_of(expr, scope) if expr is not None else None
     return value if isinstance(value, str) and value else None
 
@@ -88,35 +84,22 @@ def _modules_beside(facts, project, directory: str):
 
 def _restored_as_saved(record) -> bool:
     """restore_checkpoint(dir, None) / target=None: the tree as written, no template."""
-    call = record.node
-    target = None
-    positional = [a for a in call.args if a.keyword is None]
-    if len(positional) >= 2:
-        target = positional[1].value
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "target":
-            target = arg.value
-    return isinstance(target, cst.Name) and target.value == "None"
+    target = call_arg_expr(record.node, 1, "target", strict=True)
+    return target is not None and is_none(target)
 
 
 def _unreplicated(module, record) -> bool:
-    """The restored tree goes into `unreplicate` (`unreplicate(state)`,
-    `unreplicate(state["params"])`), in the statement or in the reader's scope."""
-    statement = record.statement
-    body = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
-    if isinstance(body, cst.Assign) and body.value is not record.node:
-        return False  # restore_checkpoint(...)["params"] or inside another call: not followed
-    if not isinstance(body, cst.Assign) or len(body.targets) != 1 or not isinstance(body.targets[0].target, cst.Name):
+    """The restored tree, bound to a name by the restore's own statement, goes into
+    `unreplicate` (`unreplicate(state)`, `unreplicate(state["params"])`) in the reader's
+    scope; `restore_checkpoint(...)["params"]` is not followed."""
+    if not isinstance(record.assigned_to, cst.Name):
         return False
-    name = body.targets[0].target.value
+    name = record.assigned_to.value
     for other in module.raw.calls:
         if other.scope is not record.scope or not other.node.args:
             continue
         if qualified_name(other.node.func, other.scope) != _UNREPLICATE and last_name(other.node.func) != "unreplicate":
             continue
-        root = other.node.args[0].value
-        while isinstance(root, (cst.Subscript, cst.Attribute)):
-            root = root.value
-        if isinstance(root, cst.Name) and root.value == name:
+        if base_name(other.node.args[0].value) == name:
             return True
     return False

@@ -26,6 +26,7 @@ from optax_lint.facts.state.functions import FunctionInfo, FunctionTable
 from optax_lint.facts.state.layouts import Layout, Layouts
 from optax_lint.facts.state.origins import Held, Origins
 from optax_lint.facts.state.reads import HyperparamsAccess, TreeAccess
+from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names
 from optax_lint.syntax.walker import Scope
 
@@ -94,6 +95,15 @@ class StateFacts:
             current = self.raw.parent_stmt.get(current)
         return None, conditional
 
+    def carried(self, name: str, loop: cst.CSTNode, scope: Scope) -> bool:
+        """`name` is bound before the loop and rebound in it: state carried across its
+        passes (training state, as opposed to a fresh start per pass)."""
+        owner, bindings = lookup(name, scope)
+        if owner is None:
+            return False
+        inside = [b for b in bindings if b.kind != "param" and (b.node is loop or self.inside(b.node, loop))]
+        return bool(inside) and len(inside) < len(bindings)
+
     def bound_earlier_in_pass(self, name: str, loop: cst.CSTNode, statement: cst.CSTNode) -> bool:
         """`name` is assigned by a statement of `loop`'s own body that comes before the one
         holding `statement`: every pass binds it afresh before `statement` reads it, so
@@ -136,5 +146,3 @@ class StateFacts:
                 return True
             current = self.raw.parent_stmt.get(current)
         return False
-
-

@@ -8,24 +8,8 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.state.access import StateFacts
+from optax_lint.syntax.nodes import base_name
 from optax_lint.syntax.walker import Scope
-
-
-def base_name(expr: cst.BaseExpression) -> Optional[str]:
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
-
-
-def carried(sf: StateFacts, name: str, loop: cst.CSTNode, scope: Scope) -> bool:
-    """`name` is bound before the loop and rebound in it: training state carried across passes."""
-    from optax_lint.syntax.names import lookup
-
-    owner, bindings = lookup(name, scope)
-    if owner is None:
-        return False
-    inside = [b for b in bindings if b.kind != "param" and (b.node is loop or sf.inside(b.node, loop))]
-    return bool(inside) and len(inside) < len(bindings)
 
 
 def carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope, skip: Optional[str] = None,
@@ -35,7 +19,7 @@ def carried_arg(sf: StateFacts, call: cst.Call, loop: cst.CSTNode, scope: Scope,
     `opt.init(acts)`, in `loop` or in a loop inside it around the call) is not."""
     for arg in call.args:
         base = base_name(arg.value)
-        if base is not None and base != skip and carried(sf, base, loop, scope):
+        if base is not None and base != skip and sf.carried(base, loop, scope):
             if statement is None or sf.pass_binding(base, statement, outermost=loop) is None:
                 return True
     return False

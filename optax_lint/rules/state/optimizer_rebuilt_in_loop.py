@@ -12,13 +12,8 @@ from optax_lint.facts.state.access import StateFacts
 from optax_lint.facts.state.walks import name_uses, varies_in_loop
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
-from optax_lint.rules.state.loop_carry import (
-    base_name,
-    carried,
-    carried_arg,
-    owner_scope,
-)
-from optax_lint.syntax.nodes import last_name
+from optax_lint.rules.state.loop_carry import carried_arg, owner_scope
+from optax_lint.syntax.nodes import base_name, last_name
 from optax_lint.syntax.walker import CallRecord, Scope
 
 
@@ -105,7 +100,7 @@ class OptimizerRebuiltInLoop(Rule):
             elif isinstance(func, cst.Attribute) and func.attr.value == "replace":
                 tx_arg = keyword_arg(call, "tx")
                 base = base_name(func.value)
-                if tx_arg is not None and _is_name(tx_arg.value, name) and base is not None and carried(sf, base, loop, scope):
+                if tx_arg is not None and _is_name(tx_arg.value, name) and base is not None and sf.carried(base, loop, scope):
                     yield "inside the training loop", "TrainState.tx is a static field, so every jitted step recompiles for each new optimizer", [(call, "swapped in here")]
             info = sf.callee(call, record.scope)
             if info is not None and info.jitted and carried_arg(sf, call, loop, scope, skip=name):
