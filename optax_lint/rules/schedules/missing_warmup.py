@@ -164,10 +164,12 @@ class MissingWarmup(Rule):
                 # silence it, unless even the Transformer warmup would fill the run.
                 return
         help_text = _FINE_TUNE_HELP if fine_tune else None
+        # The length-only premise (no Transformer) needs the length declared. Read off the
+        # code alone, a long run at a constant rate is the protocol's prototyping default,
+        # and one that decays from its peak is how CNN, PINN, operator and GAN recipes are
+        # published; neither says anything about the run's first steps.
+        declared_run = long_run and steps_entry is not None and steps_entry.source != "inferred"
         for use in constant:
-            # A constant rate on a run known long only by inference, with no Transformer,
-            # is the protocol's default for prototyping and small models: no premise.
-            declared_run = long_run and steps_entry is not None and steps_entry.source != "inferred"
             reason = self._reason(use, transformer, declared_run, steps, steps_entry)
             if reason is None:
                 continue
@@ -181,7 +183,7 @@ class MissingWarmup(Rule):
                        reason=reason, fix=fix, fix_title=title, changes_state=True, help=help_text,
                        related=[(use.pipeline.call, "optimizer built here")] if use.pipeline.call is not use.node.call else [])
         for use, schedule in cold:
-            reason = self._reason(use, transformer, long_run, steps, steps_entry)
+            reason = self._reason(use, transformer, declared_run, steps, steps_entry)
             if reason is None:
                 continue
             info = not use.adaptive
