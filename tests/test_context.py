@@ -806,7 +806,7 @@ def test_not_analysable_chains_are_listed():
 
 def test_opx201_hand_clipping_counts_only_on_gradients():
     base = LINEN_HEAD + (
-        "class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(2)(x)\n\nmodel = M()\n"
+        "class M(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        for _ in range(4):\n            x = nn.SelfAttention(2)(x)\n        return x\n\nmodel = M()\n"
         "tx = optax.adamw(3e-4)\n"
         "for batch in batches:\n    updates, opt_state = tx.update(grads, opt_state, params)\n"
     )

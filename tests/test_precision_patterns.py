@@ -32,7 +32,9 @@ TRANSFORMER_RUN = """
     class Block(nn.Module):
         @nn.compact
         def __call__(self, x):
-            return nn.MultiHeadDotProductAttention(num_heads=2)(x, x)
+            for _ in range(4):
+                x = nn.MultiHeadDotProductAttention(num_heads=2)(x, x)
+            return x
 
 
     def create(rng, x):

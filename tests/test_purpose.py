@@ -118,7 +118,7 @@ def test_weak_evidence_is_info_and_says_so() -> None:
     findings = engine.lint_text(path.read_text(encoding="utf-8"), str(path), {"OPX201"}).findings
     assert [f.severity for f in findings] == [Severity.INFO]
     assert "advice only: whether this is a training run rests on a weak signal: a loop calls `train_step`" in findings[0].message
-    assert "bad_imported_step_by_name.py:27" in findings[0].message
+    assert "bad_imported_step_by_name.py:29" in findings[0].message
 
 
 def trains_imported_model(model_import: str) -> str:

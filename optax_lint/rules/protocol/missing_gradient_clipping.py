@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.context.depth import single_attention_layer
 from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.pipelines.sequences import expanded_sequences
@@ -91,6 +92,8 @@ class MissingGradientClipping(Rule):
             return
         if arch.value == "transformer" and identity_initialised(ctx.facts, arch) is not None:
             return  # blocks gated shut at the start (adaLN-Zero, ReZero): no spike-prone stack to guard
+        if arch.value == "transformer" and single_attention_layer(ctx.facts, arch) is not None:
+            return  # one attention layer: a small model, no stack to guard
         max_norm = float(ctx.option("cnn_max_norm") if arch.value == "cnn" else ctx.option("transformer_max_norm"))
         uses = ctx.facts.schedule_analysis.lr_uses
         for pipeline in candidates:

@@ -20,6 +20,7 @@ from optax_lint.facts.schedules.analysis import (
     is_number,
     provenance,
 )
+from optax_lint.facts.context.depth import single_attention_layer
 from optax_lint.facts.context.loops import run_length_expression
 from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.schedules.calls import Schedule
@@ -127,6 +128,8 @@ class MissingWarmup(Rule):
             # Blocks gated shut at the start (adaLN-Zero, ReZero) grow from the identity:
             # the Transformer premise drops; a declared long run still warms up.
             transformer = None
+        if transformer is not None and single_attention_layer(facts, transformer) is not None:
+            transformer = None  # one attention layer, no stack: a small model (the same holds)
         steps = context_number(facts, "steps")
         steps_entry = context_value(facts, "steps")
         long_run = steps is not None and steps >= ctx.option("min_steps")
