@@ -549,6 +549,8 @@ def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:
     name = last_name(func)
     if _NOT_A_STEP.search(name) or _in_evaluation(scope) or isinstance(func, cst.Name) and name in _CONTAINERS:
         return False
+    if name[:1].isupper():
+        return False  # a class built (a TrainState handed opt_state) holds the state; it takes no step
     handed_state = any(isinstance(arg.value, cst.Name) and _OPT_STATE.search(arg.value.value) for arg in call.args)
     if isinstance(func, cst.Attribute) and name in ("update", "step", "apply"):
         return bool(_STEPPER.search(code_text(func.value).rsplit(".", 1)[-1])) or handed_state
