@@ -33,6 +33,7 @@ from optax_lint.facts.module import ModuleFacts
 from optax_lint.facts.project import evaluate as project_evaluate
 from optax_lint.facts.project import files as project_files
 from optax_lint.run import api
+from optax_lint.syntax.values import Unknown
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "fixtures" / "projects" / "lm1b"
@@ -612,6 +613,26 @@ def test_argparse_defaults_through_a_helper():
     )
     f = facts_of(src)
     assert value(f, "steps") == 3000 and value(f, "batch_per_device") == 32
+
+
+def test_environment_defaults_are_launch_defaults():
+    """`int(os.environ.get("NUM_STEPS", "20"))` is read like an argparse default: the
+    value a plain launch runs with, which a launch may override (medium confidence)."""
+    src = STEP + (
+        "import os\n\nNUM_STEPS = int(os.environ.get('NUM_STEPS', '20'))\nBATCH = int(os.getenv('BATCH', default='64'))\n"
+        "for i in range(NUM_STEPS):\n    state = train_step(state, BATCH)\n"
+    )
+    f = facts_of(src)
+    steps = f.run_context.get("steps")
+    assert steps.value == 20 and steps.confidence == "medium"
+    assert "default of the NUM_STEPS environment variable" in steps.detail
+    assert value(f, "batch_per_device") == 64
+    ev = project_evaluate.ConfigEvaluator(f)
+    scope = f.raw.module_scope
+    for text in ("os.environ.get('NUM_STEPS')", "int(os.environ.get('X', 'many'))", "os.environ['NUM_STEPS']",
+                 "float(os.getenv('LR', 'nan'))"):
+        assert isinstance(ev.eval(cst.parse_expression(text), scope), Unknown), text
+    assert ev.eval(cst.parse_expression("float(os.getenv('LR', '3e-4'))"), scope).value == 3e-4
 
 
 def test_dataclass_defaults_overrides_and_annotations():

@@ -242,6 +242,8 @@ class Evaluator:
         if unknown is not None:
             return unknown
         values = [self.plain(v) for v in operands]
+        if name in ("int", "float") and len(values) == 1 and isinstance(values[0], str):
+            values = [_number_text(values[0], _SAFE_BUILTINS[name])]  # int("20"): an environment default
         if not all(_is_number(v) for v in values):
             return Unknown("builtin on non-numbers")
         try:
@@ -278,6 +280,15 @@ def _plain_dict(expr: cst.Dict, scope: Scope, d: int) -> Any:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_text(text: str, kind) -> Any:
+    """`text` read as int() or float() would, when it is a finite number; else Unknown."""
+    try:
+        number = kind(text)
+    except (TypeError, ValueError, OverflowError):
+        return Unknown("not a number")
+    return number if math.isfinite(number) else Unknown("not a finite number")
 
 
 def _literal_number(text: str, kind):
