@@ -106,6 +106,40 @@ p_const = jax.pmap(step, axis_name=AXIS)
     assert step_named(pf, "p_const").axis_names == frozenset({"data"})
 
 
+def test_pmapped_methods_resolve_to_their_def():
+    """`jax.pmap(Trainer.step)` and `jax.pmap(self.step)` name the method the class
+    defines; through the instance its first parameter (self) is bound, a staticmethod
+    binds nothing, and a property or a wrapped method is not followed."""
+    pf = pf_of(HEADER + """
+class Trainer:
+    def __init__(self):
+        self.p_static = jax.pmap(Trainer.static_step, axis_name="devices")
+        self.p_bound = jax.pmap(self.step, axis_name="devices")
+        self.p_self_static = jax.pmap(self.static_step, axis_name="devices")
+        self.p_unbound = jax.pmap(Trainer.step, axis_name="devices")
+        self.p_cls = jax.pmap(Trainer.from_cls, axis_name="devices")
+        self.p_property = jax.pmap(self.prop, axis_name="devices")
+
+    @staticmethod
+    def static_step(state, batch): ...
+
+    def step(self, state, batch): ...
+
+    @classmethod
+    def from_cls(cls, state, batch): ...
+
+    @property
+    def prop(self): ...
+""")
+    sites = {code(s.target): s for s in pf.steps}
+    assert sites["Trainer.static_step"].function.name == "static_step" and sites["Trainer.static_step"].bound_positional == 0
+    assert sites["self.step"].function.name == "step" and sites["self.step"].bound_positional == 1
+    assert sites["self.static_step"].bound_positional == 0
+    assert sites["Trainer.step"].function.name == "step" and sites["Trainer.step"].bound_positional == 0
+    assert sites["Trainer.from_cls"].bound_positional == 1
+    assert sites["self.prop"].function is None
+
+
 def test_unknown_axis_name_is_unknown_not_unbound():
     pf = pf_of(HEADER + """
 def make(step, config, axis="batch"):

@@ -27,7 +27,7 @@ from optax_lint.facts.parallel.names import (
     fmt_axes,
 )
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.nodes import node_text
+from optax_lint.syntax.nodes import last_name, node_text
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -287,6 +287,31 @@ class SiteFinder:
         fn, positional, keywords = self.resolve_function(step.target, step.scope)
         step.function, step.bound_positional, step.bound_keywords = fn, positional, frozenset(keywords)
 
+    def _method(self, owner: str, name: str, scope: Scope) -> tuple[Optional[Scope], int, set]:
+        """`self.train_step` inside a method, or `Trainer.train_step`: the method the class
+        defines, with `self` bound for the first (a staticmethod binds nothing)."""
+        cls: Optional[Scope] = None
+        if owner == "self":
+            cls = scope
+            while cls is not None and cls.kind != "class":
+                cls = cls.parent
+        else:
+            _, bindings = lookup(owner, scope)
+            if len(bindings) == 1 and bindings[0].kind == "class":
+                cls = next((s for s in self.raw.scopes if s.node is bindings[0].node), None)
+        if cls is None:
+            return None, 0, set()
+        methods = [s for s in self.raw.scopes if s.kind == "function" and s.parent is cls and s.name == name]
+        if len(methods) != 1 or not isinstance(methods[0].node, cst.FunctionDef):
+            return None, 0, set()
+        decorators = {last_name(d.decorator) for d in methods[0].node.decorators}
+        if "staticmethod" in decorators:
+            return methods[0], 0, set()
+        if decorators - {"classmethod"}:
+            return None, 0, set()  # a property or a wrapped method: not the function itself
+        # Through the instance (or a classmethod through either), the first parameter is bound.
+        return methods[0], 1 if owner == "self" or "classmethod" in decorators else 0, set()
+
     def resolve_function(self, expr, scope, depth: int = 0) -> tuple[Optional[Scope], int, set]:
         """The local function an expression names: def, lambda, or functools.partial of one."""
         if expr is None or depth > 6:
@@ -303,6 +328,8 @@ class SiteFinder:
             if binding.kind in ("assign", "annassign") and binding.value is not None and not binding.index:
                 return self.resolve_function(binding.value, binding.scope, depth + 1)
             return None, 0, set()
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            return self._method(expr.value.value, expr.attr.value, scope)
         if isinstance(expr, cst.Call) and self.facts.canonical(expr.func, scope) in PARTIAL and not has_star(expr):
             positional = positional_args(expr)
             if not positional:
