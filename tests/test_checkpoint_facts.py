@@ -79,6 +79,8 @@ def test_payload_kinds():
         ckptr.save("g", {"params": params, **extra})
         ckptr.save("h", {"params": params, "mystery": thing})
         ckptr.save("i", opt_state)
+        ckptr.save("j", {"model": mystery_state})
+        ckptr.save("k", {"params": mystery_tree})
         """
     )
     by_path = {s.path.value.strip('"'): s.payload for s in c.saves}
@@ -91,6 +93,10 @@ def test_payload_kinds():
     assert by_path["g"].has_opt_state() is None  # ** entries: unknown
     assert by_path["h"].has_opt_state() is None  # unknown value under an unknown key
     assert by_path["i"].kind == "opt_state"
+    # 'model' may hold the whole TrainState (orbax's examples save {'model': state});
+    # an unknown tree under 'params' is the parameter tree
+    assert by_path["j"].has_opt_state() is None
+    assert by_path["k"].has_opt_state() is False
 
 
 def test_composite_items():

@@ -16,6 +16,7 @@ from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.records import RestoreSite
 from optax_lint.facts.checkpoints.vocabulary import (
     LINEN_TRAIN_STATE,
+    MODEL_HOLDER_KEYS,
     NNX_TRAIN_STATE,
     OTHER_ARGS,
     RESTORE_ARGS,
@@ -90,7 +91,7 @@ class PayloadClassifier(LocalFunctions):
             return Payload("unknown", expr)
         if isinstance(expr, cst.Subscript):
             key = subscript_key(expr, scope)
-            if key is not None and params_key(key) and key not in ("model", "net", "network"):
+            if key is not None and params_key(key) and key.lower() not in MODEL_HOLDER_KEYS:
                 return Payload("params", expr)
             if key is not None and opt_name(key):
                 return Payload("opt_state", expr)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.facts.checkpoints.vocabulary import NON_OPT_KEYS, opt_key, params_key
+from optax_lint.facts.checkpoints.vocabulary import MODEL_HOLDER_KEYS, NON_OPT_KEYS, opt_key, params_key
 from optax_lint.syntax.walker import Scope
 
 
@@ -38,6 +38,9 @@ class Payload:
         for key, item in self.items.items():
             if opt_key(key):
                 return True
+            if item.kind == "unknown" and key.lower() in MODEL_HOLDER_KEYS:
+                unknown = True  # {'model': state}: orbax's own examples keep the whole TrainState there
+                continue
             if params_key(key) and item.kind in ("params", "dict", "unknown"):
                 continue  # the entry under 'params' is the parameter tree
             inner = item.has_opt_state()

@@ -61,6 +61,9 @@ PARAMS_NAMES = frozenset({"params", "model_params", "net_params", "network_param
 OPT_NAMES = frozenset({"opt_state", "optimizer_state", "opt_states", "optim_state", "tx_state", "optstate"})
 # Dict keys / composite item names that say what an entry holds.
 PARAMS_KEYS = frozenset({"params", "model", "weights", "model_params", "variables", "net", "network"})
+# Keys that name the model but may hold the whole train state (orbax's examples save
+# `{'model': state}`): an entry of unknown value under them may carry the optimizer state.
+MODEL_HOLDER_KEYS = frozenset({"model", "net", "network"})
 # Keys whose entry holds no optimizer state, whatever its value.
 NON_OPT_KEYS = frozenset(
     {
