@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import libcst as cst
 
+from optax_lint.facts.project.environment import ENVIRONMENT_READS, environment_default
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.facts.project.launch import launches, literal
@@ -32,9 +33,6 @@ from optax_lint.syntax.values import (
     value_of,
 )
 from optax_lint.syntax.walker import Binding, Scope
-
-# Reads of the environment that carry the launch's default.
-_ENVIRONMENT_READS = frozenset({"os.environ.get", "os.getenv"})
 
 _CONFIG_ROOT = re.compile(
     r"(^|_)(config|cfg|conf|configs|hparams|hps|hp|args|flags|opts|options|settings|params_cfg|train_config|model_config)$",
@@ -339,29 +337,12 @@ class ConfigEvaluator(Evaluator):
             name = self.facts.canonical(expr.func, scope) or ""
             if name in ("jax.device_count", "jax.local_device_count", "jax.process_count"):
                 return Unknown(f"{name}() is known only at run time")
-            if name in _ENVIRONMENT_READS:
-                return self.environment_default(expr, scope, depth)
+            if name in ENVIRONMENT_READS:
+                return environment_default(self, expr, scope, depth)
             return Unknown("value of a call")
         if isinstance(expr, cst.Subscript):
             return self.subscript(expr, scope, depth)
         return None
-
-    def environment_default(self, call: cst.Call, scope: Scope, depth: int):
-        """`os.environ.get("NUM_STEPS", "20")`: the default a launch may override, as an
-        argparse default is (medium confidence)."""
-        args = [a for a in call.args if not a.star]
-        if len(args) != len(call.args) or not args:
-            return Unknown("environment read form")
-        key = self.eval(args[0].value, scope, depth) if args[0].keyword is None else None
-        default = next((a.value for a in args[1:] if a.keyword is None or a.keyword.value == "default"), None)
-        if default is None:
-            return Unknown("an environment variable with no default")
-        found = self.eval(default, scope, depth)
-        if not isinstance(found, Found) or found.value is None:
-            return found if isinstance(found, Unknown) else Unknown("no default")
-        named = isinstance(key, Found) and isinstance(key.value, str)
-        label = f"default of the {key.value} environment variable" if named else "an environment default"
-        return found.capped("medium", label)
 
     def imported(self, qualname: str, names: list[str], depth: int):
         found = self.project.module_of(qualname, self.facts) if self.project else None
