@@ -92,8 +92,13 @@ _NOT_A_MODEL = re.compile(r"Collator|Tokenizer|Config|Dataset|DataLoader|Process
 _TRANSFORMER_MODEL = re.compile(r"\b(class )?\w*(Transformer|ViT|GPT|Bert|BERT|Llama|LLaMA|Gemma|Mistral|Qwen|DecoderLM)\w*")
 
 
+# State-space and linear-recurrence model families: no attention, whatever head their
+# class is named for (`FlaxMambaLMHeadModel`).
+_NOT_ATTENTION_FAMILY = re.compile(r"Mamba|SSM|Ssm|RWKV|Rwkv|Hyena|RetNet|GateLoop|LinearRNN")
+
+
 def _name_arch(name: str) -> Optional[str]:
-    if _NOT_A_MODEL.search(name):
+    if _NOT_A_MODEL.search(name) or _NOT_ATTENTION_FAMILY.search(name):
         return None
     for arch, pattern in _NAME_ARCH:
         if pattern.search(name):

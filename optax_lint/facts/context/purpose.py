@@ -47,7 +47,8 @@ from optax_lint.facts.state.walks import names_read
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, spells_test_case
-from optax_lint.syntax.walker import Scope
+from optax_lint.syntax.values import value_of
+from optax_lint.syntax.walker import Scope, walk
 
 TRAINING_RUN = "training run"
 TEST = "test"
@@ -222,14 +223,26 @@ class _Reader:
         return any(last_name(r.node.func) == "next" or _DATA_WORDS.search(last_name(r.node.func)) for r in self._calls_in(loop))
 
     def _timing(self, loop) -> bool:
-        """Clock reads and block_until_ready around a loop that draws no data."""
+        """Clock reads and block_until_ready around a loop that draws no data; or a short
+        loop (a literal range of at most a thousand steps) over the same data that reads
+        the clock on both sides of each step, a throughput check."""
         if self._draws_data(loop):
             return False
         function = _function_of(loop.scope)
-        names = {last_name(r.node.func) for r in self.facts.raw.calls if _function_of(r.scope) is function}
-        timed = bool(names & _TIMERS) or ("time" in names and any(
-            code_text(r.node.func) == "time.time" for r in self.facts.raw.calls if _function_of(r.scope) is function))
-        return timed and "block_until_ready" in names
+        calls = [r for r in self.facts.raw.calls if _function_of(r.scope) is function]
+        names = {last_name(r.node.func) for r in calls}
+        timed = bool(names & _TIMERS) or ("time" in names and any(code_text(r.node.func) == "time.time" for r in calls))
+        if timed and "block_until_ready" in names:
+            return True
+        node = loop.node
+        if not isinstance(node, cst.For) or not _over_range(node.iter):
+            return False
+        bound = _range_bound(node.iter, loop.scope)
+        if bound is None or bound > _TOY_STEPS:
+            return False
+        inside = {id(n) for n in walk(node.body)}
+        clock_reads = [r for r in calls if id(r.node) in inside and (last_name(r.node.func) in _TIMERS or code_text(r.node.func) == "time.time")]
+        return len(clock_reads) >= 2
 
     def _short_and_dataless(self, loop) -> bool:
         """A `for` over a literal range of at most a thousand steps that draws no data, in
@@ -693,15 +706,23 @@ def _over_range(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
 
 
-def _range_bound(expr: cst.BaseExpression) -> Optional[int]:
+def _range_bound(expr: cst.BaseExpression, scope: Optional[Scope] = None) -> Optional[int]:
+    """The stop of `range(...)` as a literal, or, given the scope, a name bound once to one
+    (`train_steps = 50`)."""
     while isinstance(expr, cst.Call) and last_name(expr.func) not in ("range", "trange") and expr.args:
         expr = expr.args[0].value
     if not isinstance(expr, cst.Call):
         return None
     positional = [a for a in expr.args if a.keyword is None]
-    if not positional or not isinstance(positional[-1 if len(positional) <= 2 else 1].value, cst.Integer):
+    if not positional:
         return None
-    return int(positional[-1 if len(positional) <= 2 else 1].value.evaluated_value)
+    stop = positional[-1 if len(positional) <= 2 else 1].value
+    if isinstance(stop, cst.Integer):
+        return int(stop.evaluated_value)
+    if scope is not None and isinstance(stop, cst.Name):
+        value = value_of(stop, scope)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
 
 
 def _small_literal_array(call: cst.Call) -> bool:
