@@ -61,16 +61,17 @@ def other_branch(root: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
             else:
                 arms.append(orelse.body)
                 orelse = None
-        where_a = next((i for i, arm in enumerate(arms) if _holds(arm, a)), None)
+        where_a = next((i for i, arm in enumerate(arms) if holds(arm, a)), None)
         if where_a is None:
             continue
-        where_b = next((i for i, arm in enumerate(arms) if _holds(arm, b)), None)
+        where_b = next((i for i, arm in enumerate(arms) if holds(arm, b)), None)
         if where_b is not None and where_b != where_a:
             return True
     return False
 
 
-def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+def holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """`node` is `tree` or lies inside it."""
     return any(n is node for n in walk(tree))
 
 

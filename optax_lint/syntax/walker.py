@@ -129,6 +129,13 @@ class Scope:
     returns: list["ReturnRecord"] = field(default_factory=list)
     declared_global: set[str] = field(default_factory=set)
 
+    def enclosing_class(self) -> Optional["Scope"]:
+        """The innermost class scope holding this scope (itself, if it is one), or None."""
+        scope: Optional[Scope] = self
+        while scope is not None and scope.kind != "class":
+            scope = scope.parent
+        return scope
+
     def lookup_chain(self) -> Iterator["Scope"]:
         """Scopes searched for a name used here (class bodies are skipped by nested functions)."""
         scope: Optional[Scope] = self

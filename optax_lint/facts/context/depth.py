@@ -21,6 +21,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.project.found import line_of
+from optax_lint.syntax.nodes import holds, last_name
 from optax_lint.syntax.walker import Scope, walk
 
 # Wrappers that build a layer many times over (a scanned or vmapped stack of blocks).
@@ -39,12 +40,6 @@ class SingleAttentionLayer:
                 f"{line_of(self.module, self.node)}): no stack of Transformer blocks")
 
 
-def _class_of(scope: Optional[Scope]) -> Optional[Scope]:
-    while scope is not None and scope.kind != "class":
-        scope = scope.parent
-    return scope
-
-
 def _repeated(facts, node: cst.CSTNode, scope: Scope) -> bool:
     """The construction at `node` runs more than once per model: inside a loop or a
     comprehension, or through a repeating wrapper."""
@@ -56,12 +51,9 @@ def _repeated(facts, node: cst.CSTNode, scope: Scope) -> bool:
         if current.kind in ("comprehension", "lambda"):
             return True
         current = current.parent
-    for part in walk(record.statement):
-        if isinstance(part, _COMPREHENSIONS) and any(inner is node for inner in walk(part)):
-            return True  # [Block() for _ in range(n)]
-    func = node.func if isinstance(node, cst.Call) else None
-    last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
-    return last in _REPEATING
+    if any(isinstance(part, _COMPREHENSIONS) and holds(part, node) for part in walk(record.statement)):
+        return True  # [Block() for _ in range(n)]
+    return isinstance(node, cst.Call) and last_name(node.func) in _REPEATING
 
 
 def _classes_that_repeat(facts) -> set[str]:
@@ -69,7 +61,7 @@ def _classes_that_repeat(facts) -> set[str]:
     many times there (shared weights), so its count is not known."""
     out: set[str] = set()
     for loop in facts.raw.loops:
-        owner = _class_of(loop.scope)
+        owner = loop.scope.enclosing_class()
         if owner is not None:
             out.add(owner.name)
     return out
@@ -102,11 +94,7 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
     index = facts.model_index
     if any(s.arch == "transformer" and not s.by_name for s in index.direct):
         return None  # attention built outside any class: how often is not known
-    attention = {
-        name: [s for s in model.signals if s.arch == "transformer" and not s.by_name]
-        for name, model in index.classes.items()
-    }
-    attention = {name: found for name, found in attention.items() if found}
+    attention = index.attention_signals()
     if not attention:
         return None
     sites: dict[str, list[tuple[Optional[str], cst.CSTNode, Scope]]] = defaultdict(list)

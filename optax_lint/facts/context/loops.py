@@ -102,11 +102,10 @@ def _wrapped(call: cst.Call, depth: int = 0) -> Optional[cst.BaseExpression]:
 
 def _method_steps(inf: Evidence, name: str, scope: Scope) -> bool:
     """`self.name(...)`: a method of the enclosing class that takes an optimizer step."""
-    while scope is not None and scope.kind != "class":
-        scope = scope.parent
-    if scope is None:
+    cls = scope.enclosing_class()
+    if cls is None:
         return False
-    bindings = scope.bindings.get(name, ())
+    bindings = cls.bindings.get(name, ())
     return len(bindings) == 1 and bindings[0].kind == "def" and bindings[0].node in _step_functions(inf)
 
 

@@ -182,7 +182,7 @@ class ModelIndex:
             if scope.kind == "class" and isinstance(scope.node, cst.ClassDef) and not _test_class(scope.node):
                 self.classes.setdefault(scope.name, ClassModel(scope.name, scope))
         for record in facts.raw.calls:
-            owner = _enclosing_class(record.scope)
+            owner = record.scope.enclosing_class()
             model = self.classes.get(owner.name) if owner is not None else None
             if model is not None and model.scope is not owner:
                 model = None  # a test class, or a nested class of the same name
@@ -262,6 +262,16 @@ class ModelIndex:
             stack.extend(reversed(model.uses))
         return signals, imports, seen
 
+    def attention_signals(self) -> dict[str, list[Signal]]:
+        """Per class, the attention layers its own code builds (read from the layers, not
+        from a name), for the classes that build any."""
+        out: dict[str, list[Signal]] = {}
+        for name, model in self.classes.items():
+            found = [s for s in model.signals if s.arch == "transformer" and not s.by_name]
+            if found:
+                out[name] = found
+        return out
+
     def roots(self) -> list[str]:
         """Classes that build layers and are not built by another class of the module."""
         inner = {u for m in self.classes.values() for u in m.uses}
@@ -284,14 +294,6 @@ def _test_class(node: cst.ClassDef) -> bool:
     if _NOT_MODELS.search(node.name.value):
         return True
     return any(spells_test_case(base.value) for base in node.bases)
-
-
-def _enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
-    while scope is not None:
-        if scope.kind == "class":
-            return scope
-        scope = scope.parent
-    return None
 
 
 

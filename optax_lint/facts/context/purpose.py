@@ -48,7 +48,7 @@ from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, spells_test_case
 from optax_lint.syntax.values import value_of
-from optax_lint.syntax.walker import Scope, walk
+from optax_lint.syntax.walker import Scope
 
 TRAINING_RUN = "training run"
 TEST = "test"
@@ -230,28 +230,16 @@ class _Reader:
             return False
         function = _function_of(loop.scope)
         calls = [r for r in self.facts.raw.calls if _function_of(r.scope) is function]
-        names = {last_name(r.node.func) for r in calls}
-        timed = bool(names & _TIMERS) or ("time" in names and any(code_text(r.node.func) == "time.time" for r in calls))
-        if timed and "block_until_ready" in names:
+        if any(_reads_clock(r) for r in calls) and any(last_name(r.node.func) == "block_until_ready" for r in calls):
             return True
-        node = loop.node
-        if not isinstance(node, cst.For) or not _over_range(node.iter):
+        if not _short_range(loop.node, loop.scope):
             return False
-        bound = _range_bound(node.iter, loop.scope)
-        if bound is None or bound > _TOY_STEPS:
-            return False
-        inside = {id(n) for n in walk(node.body)}
-        clock_reads = [r for r in calls if id(r.node) in inside and (last_name(r.node.func) in _TIMERS or code_text(r.node.func) == "time.time")]
-        return len(clock_reads) >= 2
+        return sum(1 for r in self._calls_in(loop) if _reads_clock(r) and _function_of(r.scope) is function) >= 2
 
     def _short_and_dataless(self, loop) -> bool:
         """A `for` over a literal range of at most a thousand steps that draws no data, in
         a file that loads none: the shape both kinds of demo share."""
-        node = loop.node
-        if not isinstance(node, cst.For) or not _over_range(node.iter) or self._draws_data(loop):
-            return False
-        bound = _range_bound(node.iter)
-        if bound is None or bound > _TOY_STEPS:
+        if not _short_range(loop.node) or self._draws_data(loop):
             return False
         return not self._file_loads_data
 
@@ -704,6 +692,20 @@ def _over_range(expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, cst.Call):
             return False
     return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
+
+
+def _short_range(node: cst.CSTNode, scope: Optional[Scope] = None) -> bool:
+    """A `for` over `range(N)` with N at most a thousand: a literal, or, given the scope, a
+    name bound once to one."""
+    if not isinstance(node, cst.For) or not _over_range(node.iter):
+        return False
+    bound = _range_bound(node.iter, scope)
+    return bound is not None and bound <= _TOY_STEPS
+
+
+def _reads_clock(record) -> bool:
+    """`time.perf_counter()`, `time.time()`, `timeit(...)`: a read of the clock."""
+    return last_name(record.node.func) in _TIMERS or code_text(record.node.func) == "time.time"
 
 
 def _range_bound(expr: cst.BaseExpression, scope: Optional[Scope] = None) -> Optional[int]:

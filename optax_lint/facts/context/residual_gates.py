@@ -215,7 +215,7 @@ def identity_initialised(facts, arch) -> Optional[GatedBlock]:
     attention layer gates its residual branches shut at initialisation; None otherwise."""
     module = getattr(arch, "module", None) or facts
     index = module.model_index
-    attention = [name for name, model in index.classes.items() if any(s.arch == "transformer" and not s.by_name for s in model.signals)]
+    attention = list(index.attention_signals())
     if not attention:
         return None
     first = None

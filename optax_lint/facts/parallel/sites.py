@@ -292,25 +292,22 @@ class SiteFinder:
         defines, with `self` bound for the first (a staticmethod binds nothing)."""
         cls: Optional[Scope] = None
         if owner == "self":
-            cls = scope
-            while cls is not None and cls.kind != "class":
-                cls = cls.parent
+            cls = scope.enclosing_class()
         else:
             _, bindings = lookup(owner, scope)
             if len(bindings) == 1 and bindings[0].kind == "class":
                 cls = next((s for s in self.raw.scopes if s.node is bindings[0].node), None)
-        if cls is None:
+        defs = cls.bindings.get(name, []) if cls is not None else []
+        method = self.raw.functions.get(defs[0].node) if len(defs) == 1 and defs[0].kind == "def" else None
+        if method is None:
             return None, 0, set()
-        methods = [s for s in self.raw.scopes if s.kind == "function" and s.parent is cls and s.name == name]
-        if len(methods) != 1 or not isinstance(methods[0].node, cst.FunctionDef):
-            return None, 0, set()
-        decorators = {last_name(d.decorator) for d in methods[0].node.decorators}
+        decorators = {last_name(d.decorator) for d in method.node.decorators}
         if "staticmethod" in decorators:
-            return methods[0], 0, set()
+            return method, 0, set()
         if decorators - {"classmethod"}:
             return None, 0, set()  # a property or a wrapped method: not the function itself
         # Through the instance (or a classmethod through either), the first parameter is bound.
-        return methods[0], 1 if owner == "self" or "classmethod" in decorators else 0, set()
+        return method, 1 if owner == "self" or "classmethod" in decorators else 0, set()
 
     def resolve_function(self, expr, scope, depth: int = 0) -> tuple[Optional[Scope], int, set]:
         """The local function an expression names: def, lambda, or functools.partial of one."""
