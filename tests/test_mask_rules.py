@@ -164,3 +164,57 @@ def test_opx108_leaves_a_decay_below_the_recommended_range_alone() -> None:
     assert _codes(head + "tx = optax.lion(3e-5)\n", {"OPX108"}) == []
     # a decay known only at run time is still judged
     assert _codes(head + "import sys\ntx = optax.adamw(3e-4, weight_decay=float(sys.argv[1]))\n", {"OPX108"}) == [(4, "OPX108")]
+
+
+def _messages(text: str, codes: set[str]) -> list[tuple[int, str]]:
+    run = engine.lint_text(textwrap.dedent(text), "train.py", codes)
+    assert run.internal_errors == 0
+    return [(f.span.line, f.message) for f in run.findings]
+
+
+GRID = """
+    import flax.linen as nn
+    import optax
+    from flax import traverse_util
+
+
+    class Grid(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return x * self.param("grid", nn.initializers.zeros, (8,))
+    """
+
+
+def test_opx109_says_a_negative_comparison_is_true_for_every_parameter() -> None:
+    # `!=` on a name no parameter has holds everywhere: "never true" would be wrong.
+    text = GRID + """
+    tx = optax.masked(optax.adam(1e-3), lambda p: traverse_util.path_aware_map(lambda path, _: path[-1] != "offset", p))
+    """
+    (only,) = _messages(text, {"OPX109"})
+    assert only[0] == 12
+    assert 'path[-1] != "offset" in this mask is true for every parameter: the parameters of Grid are named grid, and none of them matches' in only[1]
+
+
+def test_opx109_layers_from_a_local_partial_leave_the_names_open() -> None:
+    # A second root whose Dense layers come through functools.partial: its names are
+    # unknown, so Grid's complete tree is not the file's, and a custom name may exist.
+    text = GRID + """
+    import functools
+
+
+    class Field(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            dense = functools.partial(nn.Dense, use_bias=False)
+            return dense(1)(x)
+
+
+    tx = optax.masked(optax.adam(1e-3), lambda p: traverse_util.path_aware_map(lambda path, _: path[-1] == "offset", p))
+    """
+    assert _messages(text, {"OPX109"}) == []
+    # Without the second root, Grid's tree is exact and the name is impossible.
+    alone = GRID + """
+    tx = optax.masked(optax.adam(1e-3), lambda p: traverse_util.path_aware_map(lambda path, _: path[-1] == "offset", p))
+    """
+    (only,) = _messages(alone, {"OPX109"})
+    assert "can never be true: the parameters of Grid are named grid" in only[1]

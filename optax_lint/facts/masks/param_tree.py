@@ -126,12 +126,13 @@ def build_model_tree(facts) -> Optional[ParamTree]:
     for name in classes:
         used |= reader.used_classes(name)
     roots = [name for name in classes if name not in used]
-    trees = [reader.tree(name) for name in roots]
-    trees = [t for t in trees if t.leaves]
+    everything = [reader.tree(name) for name in roots]
+    trees = [t for t in everything if t.leaves]
     if not trees:
         return None
     best = max(trees, key=lambda t: len(t.leaves))
-    if len(trees) > 1:
+    if len(trees) > 1 or any(not t.complete for t in everything if t is not best):
+        # Another root model whose layers were not all understood may hold any name.
         best.complete = False
         best.roles_known = False
     return best
@@ -236,6 +237,11 @@ class _TreeReader:
                 return
             if short in _PARAMLESS:
                 return
+            if isinstance(func, cst.Name) and self._local_value(func.value, method):
+                # `dense = functools.partial(nn.Dense, ...)`, then `dense(width)(x)`: a
+                # layer made from a local value is one the tree does not know.
+                state["complete"] = state["roles"] = False
+                return
             if _looks_like_module(func) or (cls.framework == "nnx" and _assigned_attribute(self.facts, call) is not None):
                 state["complete"] = state["roles"] = False  # an imported module or a helper: its params are unknown
             return
@@ -263,6 +269,13 @@ class _TreeReader:
                     continue
                 names = path + ((group,) if group else ()) + (param,)
                 leaves.append(ParamLeaf(names, sub_stack + shape, role))
+
+    def _local_value(self, name: str, method: cst.FunctionDef) -> bool:
+        scope = self.facts.raw.functions.get(method)
+        if scope is None:
+            return False
+        where, bindings = lookup(name, scope)
+        return where is not None and where.kind == "function" and any(b.kind != "def" and b.kind != "class" and b.kind != "import" for b in bindings)
 
     def _name(self, call, cls, given, display, counters, method, state) -> Optional[str]:
         if cls.framework == "nnx" or (cls.framework == "linen" and method.name.value == "setup"):

@@ -47,14 +47,19 @@ def candidate_leaves(facts, fn: MaskFunction) -> tuple[list[ParamLeaf], bool]:
         leaf_names |= PYTORCH_LEAVES
     modules = list(_DEFAULT_MODULES)
     prefixes = []
+    custom = set()
     for literal in mx.string_literals(fn.pred):
+        if literal.isidentifier() and (literal not in PYTORCH_LEAVES or literal in leaf_names):
+            # Any module may declare `self.param("delay", ...)`: with the model not all
+            # visible, a plain name may be a parameter's own.
+            custom.add(literal)
         parts = tuple(p for p in re.split(r"[./]", literal) if p)
         kept = tuple(p for p in parts if p not in PYTORCH_LEAVES or p in leaf_names)
         leaf_names |= {p for p in kept if p in LEAF_NAMES["flax"] or p in LEAF_NAMES["haiku"]}
         modules.extend(p for p in kept if p not in leaf_names)
         prefixes.append(tuple(p for p in kept if p not in leaf_names))
     leaves = []
-    for leaf in sorted(leaf_names):
+    for leaf in sorted(leaf_names | custom):
         role = _role(leaf)
         shape = (8,) if role in ("bias", "scale") else (8, 8)
         for module in dict.fromkeys(modules):
@@ -156,9 +161,15 @@ def _why_never(facts, fn: MaskFunction, atom: list, exact: bool) -> str:
     if exact:
         tree = facts.model_tree
         names = sorted({n for leaf in tree.leaves for n in leaf.names[:-1]})
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        return f"the flax modules of {tree.root} are named {shown}, and none of its parameters matches"
+        if not names:  # the root declares its parameters itself (self.param)
+            names = sorted({leaf.names[-1] for leaf in tree.leaves})
+            return f"the parameters of {tree.root} are named {_shown(names)}, and none of them matches"
+        return f"the flax modules of {tree.root} are named {_shown(names)}, and none of its parameters matches"
     return "no parameter name flax or haiku produces matches it"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
 
 def flipped(facts, fn: MaskFunction, kind: str) -> bool:
@@ -195,7 +206,8 @@ class DecayMaskNeverMatches(Rule):
                     node,
                     subject=label,
                     what=_what(kind),
-                    problem=f"can never be true: {why}",
+                    # `!=`/`not in` on a name that never occurs holds for every leaf.
+                    problem=f"{'is true for every parameter' if _negative(atom) else 'can never be true'}: {why}",
                     consequence=_consequence(kind, atom),
                     related=[(site.expr, "the mask is passed here")],
                 )
