@@ -360,6 +360,37 @@ def test_arch_from_imported_project_module_and_by_name(tmp_path):
     assert g.run_context.get("arch").value == "transformer" and g.run_context.get("arch").confidence == "medium"
 
 
+SPLIT = """
+import jax
+
+
+class AttentionSplit:
+    \"\"\"Scores a tree split by attending over the input features.\"\"\"
+
+    def init_params(self, key, num_features):
+        return {"w_q": jax.random.normal(key, (num_features, 4))}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known-wrong: src/ layout not resolved, and a plain class named like a model counted as one")
+def test_arch_not_from_the_name_of_a_plain_class_in_a_src_layout(tmp_path):
+    # A soft-tree split function (no module base class, no layer) in the project's
+    # src/ package: it is read, and its name ("Attention...") says nothing.
+    files = {
+        "pyproject.toml": "[project]\nname = 'trees'\n",
+        "src/trees/__init__.py": "",
+        "src/trees/splits.py": SPLIT,
+        "examples/fit.py": "import optax\nfrom trees.splits import AttentionSplit\nsplit = AttentionSplit()\n",
+    }
+    f = project_facts(tmp_path, files, "examples/fit.py")
+    assert f.project.resolve("trees.splits.AttentionSplit", str(tmp_path / "examples")) == (str(tmp_path / "src" / "trees" / "splits.py"), ["AttentionSplit"])
+    assert value(f, "arch") is None
+    # The same name on a flax module whose layers are not visible still says Transformer.
+    files["src/trees/splits.py"] = "import flax.linen as nn\nfrom trees.blocks import Mixer\n\n\nclass AttentionSplit(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return Mixer()(x)\n"
+    g = project_facts(tmp_path, files, "examples/fit.py")
+    assert value(g, "arch") == "transformer"
+
+
 # ---------------------------------------------------------------------------
 # Inference: steps, devices, batch, grad_accum, fine_tune, params
 
