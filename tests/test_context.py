@@ -372,7 +372,6 @@ class AttentionSplit:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known-wrong: src/ layout not resolved, and a plain class named like a model counted as one")
 def test_arch_not_from_the_name_of_a_plain_class_in_a_src_layout(tmp_path):
     # A soft-tree split function (no module base class, no layer) in the project's
     # src/ package: it is read, and its name ("Attention...") says nothing.
@@ -389,6 +388,10 @@ def test_arch_not_from_the_name_of_a_plain_class_in_a_src_layout(tmp_path):
     files["src/trees/splits.py"] = "import flax.linen as nn\nfrom trees.blocks import Mixer\n\n\nclass AttentionSplit(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n        return Mixer()(x)\n"
     g = project_facts(tmp_path, files, "examples/fit.py")
     assert value(g, "arch") == "transformer"
+    # So does a plain class that is a factory of the model it names.
+    files["src/trees/splits.py"] = "class AttentionSplit:\n    @classmethod\n    def from_pretrained(cls, name):\n        return load(name)\n"
+    h = project_facts(tmp_path, files, "examples/fit.py")
+    assert value(h, "arch") == "transformer"
 
 
 # ---------------------------------------------------------------------------

@@ -457,9 +457,24 @@ def _named_like_models(module, class_names: list[str]) -> list[Signal]:
     out = []
     for name in class_names:
         arch = _name_arch(name)
-        if arch is not None:
+        if arch is not None and not _plain_class(index.classes[name].scope.node):
             out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name}", by_name=True))
     return out
+
+
+# Bases that make no network module: a class of these (or of none) builds no layer, so
+# its name (`AttentionSplit`, a soft-tree split function) says nothing of a model,
+# unless it is a factory (`AutoModelForCausalLM.from_pretrained`) whose product it names.
+_PLAIN_BASES = frozenset({"object", "NamedTuple", "Enum", "ABC", "Protocol"})
+
+
+def _plain_class(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.ClassDef):
+        return False
+    if not all(isinstance(b.value, cst.Name) and b.value.value in _PLAIN_BASES for b in node.bases):
+        return False
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return not any(isinstance(s, cst.FunctionDef) and s.name.value in _CLASS_CONSTRUCTORS for s in body)
 
 
 def _torch_or_keras_model(qual: str) -> bool:

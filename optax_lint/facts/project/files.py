@@ -179,6 +179,7 @@ class Project:
         self.loaded: list[str] = []
         self._config_modules: Optional[list] = None
         self._imports: Optional[list] = None
+        self._src: Optional[tuple[str]] = None  # the root's src/ folder, probed once
 
     @property
     def root(self) -> Optional[str]:
@@ -220,6 +221,9 @@ class Project:
                 if parent == here:
                     break
                 here = parent
+            src = self._src_folder()
+            if src is not None and src not in bases:
+                bases.append(src)  # the src/ layout: the package lives under src/
         for base in bases:
             if not _under(base, self.root):
                 continue
@@ -233,6 +237,12 @@ class Project:
                 if self.files.isfile(init):
                     return init, []
         return None
+
+    def _src_folder(self) -> Optional[str]:
+        if self._src is None:
+            src = os.path.join(self.root, "src")
+            self._src = (src if readlog.isdir(src, self.files.log) else "",)
+        return self._src[0] or None
 
     def text_of(self, path: str) -> Optional[str]:
         """The text of a project file (cached per run), or None when it may not be read."""
