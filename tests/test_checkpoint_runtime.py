@@ -192,6 +192,19 @@ def test_discarded_functional_updates_are_no_ops():
     assert bool(jnp.all(serialization.from_bytes(target, saved)["w"] == 7.0))
 
 
+def test_discarded_flax_restore_checkpoint_restores_nothing(tmp_path):
+    # flax.training.checkpoints.restore_checkpoint returns the restored target and
+    # leaves the one it is given untouched: a discarded result resumes nothing.
+    tx = optax.adam(0.1)
+    saved = TrainState.create(apply_fn=None, params={"w": jnp.full((3,), 7.0)}, tx=tx).replace(step=5)
+    flax_checkpoints.save_checkpoint(tmp_path / "ckpt", saved, step=5)
+    target = TrainState.create(apply_fn=None, params={"w": jnp.zeros((3,))}, tx=tx)
+    flax_checkpoints.restore_checkpoint(tmp_path / "ckpt", target)  # discarded
+    assert int(target.step) == 0 and bool(jnp.all(target.params["w"] == 0.0))
+    restored = flax_checkpoints.restore_checkpoint(tmp_path / "ckpt", target)
+    assert int(restored.step) == 5 and bool(jnp.all(restored.params["w"] == 7.0))
+
+
 def test_nnx_optimizer_updates_in_place_but_nnx_train_state_does_not():
     class Model(nnx.Module):
         def __init__(self, rngs):

@@ -1,6 +1,6 @@
 """OPX504 discarded-functional-update: The result of a functional update
-(`apply_gradients`, `replace`, `apply_updates`, `tx.update`, `from_bytes`) is thrown
-away."""
+(`apply_gradients`, `replace`, `apply_updates`, `tx.update`, `from_bytes`,
+flax's `restore_checkpoint`) is thrown away."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class DiscardedFunctionalUpdate(Rule):
                 result = "the new params"
             elif name in ("flax.serialization.from_bytes", "flax.serialization.from_state_dict"):
                 target = _first_positional(call) or _keyword(call, "target")
+                result = "the restored state"
+            elif name == "flax.training.checkpoints.restore_checkpoint":
+                target = _positional(call, 1) or _keyword(call, "target")
                 result = "the restored state"
             elif isinstance(func, cst.Attribute) and func.attr.value == "apply_gradients":
                 if not self._functional_state(ckpt, func.value, record.scope, call):
@@ -116,11 +119,18 @@ def _probing(facts, record) -> bool:
 
 
 def _first_positional(call: cst.Call) -> Optional[cst.BaseExpression]:
+    return _positional(call, 0)
+
+
+def _positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
+    seen = 0
     for arg in call.args:
         if arg.star:
             return None
         if arg.keyword is None:
-            return arg.value
+            if seen == index:
+                return arg.value
+            seen += 1
     return None
 
 
