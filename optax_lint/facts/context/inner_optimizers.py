@@ -35,7 +35,9 @@ def _restarted_in_pass(facts, pipeline, record, inits: dict) -> bool:
     if not loops or any(loop is None for loop in loops):
         return False
     loop = loops[0]
-    others = [p for p in facts.pipelines if p is not pipeline and p.name]
+    # Another optimizer, by another name: the same name rebound (a notebook's next cell
+    # repeating the sweep) is this optimizer again, not one trained beside it.
+    others = [p for p in facts.pipelines if p is not pipeline and p.name and p.name != pipeline.name]
     return any(_trained_across(facts, other, loop, inits) for other in others) or _state_carried(facts, record, loop)
 
 

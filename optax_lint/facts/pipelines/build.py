@@ -259,7 +259,7 @@ class PipelineBuilder:
                 node.via.append(expr)
                 return node
             if binding is None:
-                binding = _rebound_from(expr, scope)
+                binding = _rebound_from(expr, scope) or _last_before(expr, scope)
             if binding is None:
                 fn = self._local_function(expr.value, scope)
                 reason = reason if fn is None else f"'{expr.value}' is a function"
@@ -537,6 +537,29 @@ def _rebound_from(use: cst.Name, scope: Scope):
         if any(node is use for node in _names_in(binding.value)):
             return before
     return None
+
+
+def _last_before(use: cst.Name, scope: Scope):
+    """The binding a name holds where it is read after being rebound in straight-line
+    code (`opt_d = chain(...)`, then `opt_d = masked(opt_d, mask)`, then
+    `chain(opt_d, opt_ra)`): the last one whose statement comes before the reading
+    statement, when the name is read in the scope that binds it and every binding is a
+    plain assignment of that scope, outside any branch or loop."""
+    owner, bindings = lookup(use.value, scope)
+    if owner is None or owner is not scope or len(bindings) < 2:
+        return None
+    if any(b.conditional or b.in_loop or b.kind not in ("assign", "annassign") or b.index or b.value is None or b.scope is not owner for b in bindings):
+        return None
+    node = owner.node
+    body = node.body if isinstance(node, cst.Module) else getattr(getattr(node, "body", None), "body", None)
+    if not isinstance(body, (list, tuple)):
+        return None
+    at = {id(statement): i for i, statement in enumerate(body)}
+    reading = next((i for i, statement in enumerate(body) if any(n is use for n in walk(statement))), None)
+    if reading is None or any(id(b.node) not in at for b in bindings):
+        return None
+    before = [b for b in bindings if at[id(b.node)] < reading]
+    return max(before, key=lambda b: at[id(b.node)]) if before else None
 
 
 # ---------------------------------------------------------------------------
