@@ -30,6 +30,7 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline, TxNode
 from optax_lint.facts.schedules.calls import Schedule
+from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import (
     LOCAL_NAMES,
@@ -493,8 +494,52 @@ def _constant_expr(facts, expr, scope: Scope, depth: int) -> tuple[bool, str]:
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
         index = expr.slice[0].slice
         if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString) and _LR_FIELD.match(index.value.raw_value):
+            entries = _dict_entries(facts, expr.value, index.value.raw_value, scope)
+            if entries:
+                # `args = dict(lr=lr_schedule)` in this file: judge what the entries hold.
+                return all(_constant_expr(facts, e, s, depth + 1)[0] for e, s in entries), code(expr)
             return (not facts.schedules), code(expr)
     return False, ""
+
+
+def _dict_entries(facts, container, key: str, scope: Scope, depth: int = 0) -> list:
+    """The values written for `key` in the dict a name holds (`{"lr": ...}` or
+    `dict(lr=...)` bound once in this file, or passed for a parameter by every local
+    call of its function), with their scopes; empty when any of them is not visible."""
+    if not isinstance(container, cst.Name) or depth > 2:
+        return []
+    owner, bindings = lookup(container.value, scope)
+    if len(bindings) == 1 and bindings[0].kind == "param" and owner is not None and isinstance(owner.node, cst.FunctionDef):
+        from optax_lint.facts.api_currency import call_sites
+
+        out = []
+        sites = call_sites(facts, owner)
+        for site in sites:
+            arg = param_arg(site.node, owner.node, container.value)
+            found = _dict_entries(facts, arg, key, site.scope, depth + 1) if arg is not None else []
+            if not found:
+                return []
+            out.extend(found)
+        return out
+    entry = _dict_entry(container, key, scope)
+    return [entry] if entry is not None else []
+
+
+def _dict_entry(container: cst.Name, key: str, scope: Scope):
+    binding, _ = single_binding(container.value, scope)
+    if binding is None or binding.index or binding.value is None:
+        return None
+    value = binding.value
+    if isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) and element.key.raw_value == key:
+                return element.value, binding.scope
+        return None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict" and not lookup("dict", binding.scope)[1]:
+        for arg in value.args:
+            if arg.keyword is not None and arg.keyword.value == key:
+                return arg.value, binding.scope
+    return None
 
 
 # ---------------------------------------------------------------------------
