@@ -26,7 +26,6 @@ TEXT = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="known-wrong: libcst refuses the indentation and the valid file is reported as OPX001")
 def test_valid_file_with_tab_then_space_indentation_is_linted() -> None:
     import ast
 
@@ -40,7 +39,6 @@ def test_valid_file_with_tab_then_space_indentation_is_linted() -> None:
     assert all(f.fix is None for f in run.findings)
 
 
-@pytest.mark.xfail(strict=True, reason="known-wrong: libcst refuses the indentation and the valid file is reported as OPX001")
 def test_fix_leaves_such_a_file_as_written(tmp_path) -> None:
     path = tmp_path / "train.py"
     path.write_bytes(TEXT.encode())

@@ -15,6 +15,7 @@ from optax_lint.core.meta import INTERNAL_ERROR, SYNTAX_ERROR, UNUSED_NOQA, meta
 from optax_lint.engine import noqa as suppressions
 from optax_lint.engine import prefilter
 from optax_lint.engine.filters import drop_intended, judge_by_purpose, silenced_in_file
+from optax_lint.engine.indentation import expanded_indentation
 from optax_lint.engine.large import flagged_text
 from optax_lint.engine.skipped import lint_skipped, unused_noqa
 from optax_lint.facts.module import ModuleFacts
@@ -163,6 +164,13 @@ def lint_text(
         if reduced is not None:
             parsed_text, tree = reduced, None  # the positions re-parse the reduced text
     module, error = (None, cpython_error) if final else parse(parsed_text, path)
+    expanded = None
+    if module is None and tree is not None:
+        # CPython accepted what libcst refused: a tab then spaces in the indentation.
+        expanded = expanded_indentation(parsed_text)
+        if expanded is not None:
+            module, _ = parse(expanded.text, path)
+            parsed_text, tree = expanded.text, None
     if module is None:
         error = error if final else better_syntax_error(cpython_error, error)
         return LintRun([error] if SYNTAX_ERROR in codes else [], None)
@@ -171,9 +179,12 @@ def lint_text(
         project_files=project_files, tree=tree, release=release,
         displayed=displayed(text) if displayed is not None else frozenset(),
     )
+    if expanded is not None:
+        findings = [expanded.finding(f) for f in findings]
     findings = apply_suppressions(text, path, findings, report_unused=UNUSED_NOQA in codes)
     findings.sort(key=lambda f: f.sort_key)
-    return LintRun(findings, module, internal)
+    # No module for an expanded file: the fix loop must not edit the text as written.
+    return LintRun(findings, None if expanded is not None else module, internal)
 
 
 def apply_suppressions(text: str, path: str, findings: list[Finding], *, report_unused: bool) -> list[Finding]:
