@@ -6,7 +6,6 @@ indentation)."""
 
 from __future__ import annotations
 
-import pytest
 from click.testing import CliRunner
 
 from optax_lint.cli import main
