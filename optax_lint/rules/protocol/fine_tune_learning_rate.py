@@ -9,6 +9,7 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Step
 from optax_lint.facts.pipelines.sequences import expanded_sequences
+from optax_lint.facts.schedules.analysis import ADAPTIVE_ALIASES, ADAPTIVE_PRIMITIVES
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.protocol.numbers import fmt, is_number
@@ -130,6 +131,16 @@ def _relative_step(step: Step) -> bool:
     return not (isinstance(expr, cst.Name) and expr.value == "False")
 
 
+def _adaptive(seq: list[Step], index: int) -> bool:
+    """Whether the learning-rate step at `index` scales a per-coordinate normalised
+    direction (Adam and kin), so that each weight moves by about the rate: the scale
+    the 1e-4 ceiling is stated in. SGD's step is the rate times the gradient."""
+    origin = seq[index].origin
+    if origin.kind == "alias":
+        return origin.key in ADAPTIVE_ALIASES
+    return any(s.primitive in ADAPTIVE_PRIMITIVES for s in seq[:index])
+
+
 class FineTuneLearningRate(Rule):
     code = "OPX204"
 
@@ -139,13 +150,15 @@ class FineTuneLearningRate(Rule):
         for pipeline in ctx.facts.pipelines:
             for seq in expanded_sequences(ctx.facts, pipeline):
                 scheduled = None
-                for step in seq:
+                for i, step in enumerate(seq):
                     if step.primitive == "scale_by_schedule":
                         scheduled = step
                     if not step.is_lr_step or step.maybe:
                         continue
                     if _relative_step(step):
                         break  # a fraction of each weight's RMS, not an Adam-scale step
+                    if not _adaptive(seq, i):
+                        break  # SGD: the rate times the gradient, not an Adam-scale step
                     if scheduled is not None and step.primitive == "scale":
                         # scale_by_schedule applied the rate; this scale(-1.0) flips the sign
                         peak, where = _scheduled_peak(ctx, scheduled, step)
