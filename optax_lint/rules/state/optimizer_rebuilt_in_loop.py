@@ -13,6 +13,7 @@ from optax_lint.facts.state.walks import name_uses, varies_in_loop
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.loop_carry import carried_arg, owner_scope
+from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import base_name, last_name
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -119,7 +120,8 @@ class OptimizerRebuiltInLoop(Rule):
                 continue
             if owner_scope(name, info.scope) is not scope or not name_uses(info.node.body, name):
                 continue
-            if any(sf.inside(r.statement, loop) for r in info.calls):
+            calls = [r for r in info.calls if sf.inside(r.statement, loop)]
+            if calls and not all(_reshaped_each_pass(sf, r, loop) for r in calls):
                 yield (
                     "inside the training loop",
                     f"the jitted {info.name} reads {name} from the enclosing scope, so it keeps the optimizer it was first traced with and the new one is ignored",
@@ -152,6 +154,26 @@ class OptimizerRebuiltInLoop(Rule):
                         [(record.node, "called here with a new value each pass")],
                     )
         return None
+
+
+def _reshaped_each_pass(sf: StateFacts, record: CallRecord, loop: cst.CSTNode) -> bool:
+    """An argument of the jitted call is cut to a new length on each pass (`ts =
+    tdata[a:b]` with `a`, `b` from the loop; the staged training of equinox's neural ODE
+    example): a new shape makes the function retrace, and a retrace reads the new
+    optimizer from the enclosing scope, so it is not ignored."""
+    for arg in record.node.args:
+        values = [arg.value]
+        if isinstance(arg.value, cst.Name):
+            _, bindings = lookup(arg.value.value, record.scope)
+            values = [b.value for b in bindings if b.value is not None and sf.inside(b.node, loop)]
+        for value in values:
+            if isinstance(value, cst.Subscript) and any(
+                isinstance(e.slice, cst.Slice)
+                and any(bound is not None and varies_in_loop(sf, bound, loop, record.scope) for bound in (e.slice.lower, e.slice.upper))
+                for e in value.slice
+            ):
+                return True
+    return False
 
 
 _LAX_LOOPS = frozenset({"fori_loop", "scan", "while_loop"})
