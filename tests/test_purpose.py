@@ -323,3 +323,26 @@ def test_batches_handed_down_are_a_mock_only_when_drawn_at_random(replacement: s
     assert _DRAW in _MOCK
     got = purpose_of(_MOCK.replace(_DRAW, replacement))
     assert got.kind == kinds.TRAINING_RUN, got.describe()
+
+
+def test_a_loop_over_a_datasets_own_enumerate_is_read_promptly() -> None:
+    # `ds.enumerate()` (tf.data) takes no argument: reading it as a wrapped range once
+    # looped forever, and a pre-commit run over the notebook never returned.
+    import subprocess
+    import sys
+
+    text = textwrap.dedent(
+        """
+        import jax
+        import optax
+
+        tx = optax.adam(1e-3)
+        for n, (image, target) in train_ds.enumerate():
+            params, opt_state = step(params, opt_state, image, target)
+        """
+    )
+    code = "import sys; from optax_lint.engine import lint; lint.lint_text(sys.stdin.read(), 'train.py', {'OPX201', 'OPX301'})"
+    done = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not kinds._over_range(cst.parse_expression("train_ds.enumerate()"))
+    assert kinds._over_range(cst.parse_expression("enumerate(tqdm(range(10)))"))

@@ -688,7 +688,9 @@ def _over_range(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, cst.Call) and last_name(expr.func) in ("tqdm", "trange", "enumerate", "list"):
         if last_name(expr.func) == "trange":
             return True
-        expr = expr.args[0].value if expr.args else expr
+        if not expr.args:
+            return False  # `ds.enumerate()`: a dataset's own method, no range inside
+        expr = expr.args[0].value
         if not isinstance(expr, cst.Call):
             return False
     return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
