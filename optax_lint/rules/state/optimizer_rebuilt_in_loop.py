@@ -9,6 +9,7 @@ import libcst as cst
 
 from optax_lint.facts.pipelines.build import Pipeline
 from optax_lint.facts.state.access import StateFacts
+from optax_lint.facts.state.separate_fits import fits_per_pass
 from optax_lint.facts.state.walks import name_uses, varies_in_loop
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
@@ -83,6 +84,8 @@ class OptimizerRebuiltInLoop(Rule):
         facts = sf.facts
         scope = site.scope
         name = _target_name(site)
+        if name is not None and fits_per_pass(sf, loop, scope, name):
+            return
         reset = "so the moment estimates (momentum, Adam's mu and nu) and the step count restart"
         parent = site.parent_call
         if parent is not None and _is_state_holder(facts, parent, scope) and carried_arg(sf, parent, loop, scope):
