@@ -344,5 +344,7 @@ def test_a_loop_over_a_datasets_own_enumerate_is_read_promptly() -> None:
     code = "import sys; from optax_lint.engine import lint; lint.lint_text(sys.stdin.read(), 'train.py', {'OPX201', 'OPX301'})"
     done = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert not kinds._over_range(cst.parse_expression("train_ds.enumerate()"))
-    assert kinds._over_range(cst.parse_expression("enumerate(tqdm(range(10)))"))
+    from optax_lint.syntax.nodes import over_range
+
+    assert not over_range(cst.parse_expression("train_ds.enumerate()"))
+    assert over_range(cst.parse_expression("enumerate(tqdm(range(10)))"))

@@ -38,6 +38,20 @@ def last_name(func: cst.BaseExpression) -> str:
     return ""
 
 
+def over_range(expr: cst.BaseExpression) -> bool:
+    """A count of steps, no data drawn: `range(n)`, `trange(n)`, or either wrapped in
+    `tqdm(...)`, `enumerate(...)`, `list(...)`."""
+    while isinstance(expr, cst.Call) and last_name(expr.func) in ("tqdm", "trange", "enumerate", "list"):
+        if last_name(expr.func) == "trange":
+            return True
+        if not expr.args:
+            return False  # `ds.enumerate()`: a dataset's own method, no range inside
+        expr = expr.args[0].value
+        if not isinstance(expr, cst.Call):
+            return False
+    return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
+
+
 def spells_test_case(base: cst.BaseExpression) -> bool:
     """A class base whose source ends with `TestCase` (`absltest.TestCase`,
     `parameterized.TestCase`). Only an unparenthesised name or attribute can end

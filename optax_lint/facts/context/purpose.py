@@ -46,7 +46,7 @@ from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.facts.state.walks import names_read
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.nodes import assigned_names, spells_test_case
+from optax_lint.syntax.nodes import assigned_names, over_range, spells_test_case
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
 
@@ -214,7 +214,7 @@ class _Reader:
 
     def _draws_data(self, loop) -> bool:
         node = loop.node
-        if isinstance(node, cst.For) and not _over_range(node.iter):
+        if isinstance(node, cst.For) and not over_range(node.iter):
             return True  # iterates over something: a data loader, batches
         return self._calls_for_data(loop)
 
@@ -684,22 +684,10 @@ class _RandomCalls(cst.CSTVisitor):
         self.names.append(node)
 
 
-def _over_range(expr: cst.BaseExpression) -> bool:
-    while isinstance(expr, cst.Call) and last_name(expr.func) in ("tqdm", "trange", "enumerate", "list"):
-        if last_name(expr.func) == "trange":
-            return True
-        if not expr.args:
-            return False  # `ds.enumerate()`: a dataset's own method, no range inside
-        expr = expr.args[0].value
-        if not isinstance(expr, cst.Call):
-            return False
-    return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")
-
-
 def _short_range(node: cst.CSTNode, scope: Optional[Scope] = None) -> bool:
     """A `for` over `range(N)` with N at most a thousand: a literal, or, given the scope, a
     name bound once to one."""
-    if not isinstance(node, cst.For) or not _over_range(node.iter):
+    if not isinstance(node, cst.For) or not over_range(node.iter):
         return False
     bound = _range_bound(node.iter, scope)
     return bound is not None and bound <= _TOY_STEPS

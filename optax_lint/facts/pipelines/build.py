@@ -26,7 +26,7 @@ from optax_lint.core.optax_api import (
 from optax_lint.syntax.arguments import BoundArgs, bind
 from optax_lint.syntax.lists import ListModel
 from optax_lint.syntax.names import NameResolver, lookup
-from optax_lint.syntax.nodes import node_code
+from optax_lint.syntax.nodes import holds, node_code
 from optax_lint.syntax.values import Unknown, sign_of, single_binding, value_of
 from optax_lint.syntax.walker import CallRecord, RawFacts, Scope, walk
 
@@ -555,7 +555,7 @@ def _last_before(use: cst.Name, scope: Scope):
     if not isinstance(body, (list, tuple)):
         return None
     at = {id(statement): i for i, statement in enumerate(body)}
-    reading = next((i for i, statement in enumerate(body) if any(n is use for n in walk(statement))), None)
+    reading = next((i for i, statement in enumerate(body) if holds(statement, use)), None)
     if reading is None or any(id(b.node) not in at for b in bindings):
         return None
     before = [b for b in bindings if at[id(b.node)] < reading]

@@ -139,6 +139,12 @@ class StateFacts:
             current = loop
         return None
 
+    def values_bound_in(self, name: str, scope: Scope, loop: cst.CSTNode) -> list[Optional[cst.BaseExpression]]:
+        """The values `name` (as seen from `scope`) is given by its bindings inside `loop`,
+        one per binding (None for one with no value, such as `del`)."""
+        _, bindings = lookup(name, scope)
+        return [b.value for b in bindings if self.inside(b.node, loop)]
+
     def inside(self, statement: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
         current: Optional[cst.CSTNode] = statement
         while current is not None:

@@ -10,7 +10,7 @@ import libcst as cst
 
 from optax_lint.facts.state.walks import name_uses
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.nodes import last_name
+from optax_lint.syntax.nodes import over_range
 from optax_lint.syntax.walker import Scope, walk
 
 
@@ -34,19 +34,12 @@ def fits_per_pass(sf, loop: cst.CSTNode, scope: Scope, name: str) -> bool:
         inner, _ = sf.enclosing_loop(record.statement)
         if inner is None or inner is loop or not isinstance(inner, cst.For):
             return False
-        counted = _bound_in(sf, inner.iter.value, scope, loop) if isinstance(inner.iter, cst.Name) else inner.iter
-        if counted is None or not _counts(counted):
+        counted = sf.values_bound_in(inner.iter.value, scope, loop) if isinstance(inner.iter, cst.Name) else [inner.iter]
+        if len(counted) != 1 or counted[0] is None or not over_range(counted[0]):  # `pbar = tqdm(range(1000))`: its one value here
             return False
         if not any(_picked_by(arg.value, outer) for arg in record.node.args):
             return False
     return True
-
-
-def _bound_in(sf, name: str, scope: Scope, loop: cst.CSTNode):
-    """The one value `name` is bound to inside `loop` (a notebook may bind it elsewhere too)."""
-    _, bindings = lookup(name, scope)
-    inside = [b for b in bindings if sf.inside(b.node, loop)]
-    return inside[0].value if len(inside) == 1 else None
 
 
 def _steps_it(sf, record, loop: cst.CSTNode, name: str) -> bool:
@@ -70,9 +63,3 @@ def _picked_by(expr: cst.BaseExpression, names: set[str]) -> bool:
         for node in walk(expr)
     )
 
-
-def _counts(expr: cst.BaseExpression) -> bool:
-    """`range(n)`, `tqdm(range(n))`, `trange(n)`: a count of steps, no data drawn."""
-    while isinstance(expr, cst.Call) and last_name(expr.func) in ("tqdm", "enumerate", "list") and expr.args:
-        expr = expr.args[0].value
-    return isinstance(expr, cst.Call) and last_name(expr.func) in ("range", "trange")

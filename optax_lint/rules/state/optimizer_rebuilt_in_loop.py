@@ -14,7 +14,6 @@ from optax_lint.facts.state.walks import name_uses, varies_in_loop
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.state.call_args import keyword_arg
 from optax_lint.rules.state.loop_carry import carried_arg, owner_scope
-from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import base_name, last_name
 from optax_lint.syntax.walker import CallRecord, Scope
 
@@ -165,10 +164,7 @@ def _reshaped_each_pass(sf: StateFacts, record: CallRecord, loop: cst.CSTNode) -
     example): a new shape makes the function retrace, and a retrace reads the new
     optimizer from the enclosing scope, so it is not ignored."""
     for arg in record.node.args:
-        values = [arg.value]
-        if isinstance(arg.value, cst.Name):
-            _, bindings = lookup(arg.value.value, record.scope)
-            values = [b.value for b in bindings if b.value is not None and sf.inside(b.node, loop)]
+        values = sf.values_bound_in(arg.value.value, record.scope, loop) if isinstance(arg.value, cst.Name) else [arg.value]
         for value in values:
             if isinstance(value, cst.Subscript) and any(
                 isinstance(e.slice, cst.Slice)
