@@ -53,6 +53,11 @@ OUTPUT_FORMATS = ["full", "concise", "grouped", "json", "json-lines", "github", 
 @click.option("--show-context", is_flag=True, help="Print each file's run context with its provenance, and the rules it leaves silent.")
 @click.option("--max-file-size", "max_file_size", default=None, metavar="SIZE",
               help="Report files larger than SIZE (bytes, or e.g. 512KB, 8MB; default 8MB) as OPX003 without reading them.")
+@click.option("--file-timeout", "file_timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              envvar="OPTAX_LINT_FILE_TIMEOUT",
+              help="Give up on a file after SECONDS per MB of it (at least SECONDS) and report it as OPX900 "
+                   "(default 120; 0: no limit). "
+                   "Not applied with --verify, whose checks have their own timeouts.")
 @click.option("--no-cache", is_flag=True, envvar="OPTAX_LINT_NO_CACHE", help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Result cache folder (default: .optax_lint_cache at the project root).")
@@ -72,7 +77,7 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
           statistics, quiet, force_exclude, show_traceback, jobs, context_items=(), show_context=False,
           verify=False, max_file_size=None, fail_level=None, no_cache=False, cache_dir=None, stdin_filename=None,
           diff_against=None, baseline_file=None, update_baseline=False, show_fixes=False, add_noqa=False,
-          watch=False) -> None:
+          watch=False, file_timeout=None) -> None:
     """Lint PATHS (files or directories; default: the current directory; `-`: stdin)."""
     from optax_lint.run import api
 
@@ -132,6 +137,8 @@ def check(paths, fix, unsafe_fixes, diff, select, ignore, extend_select, output_
             fail(str(exc))
     if max_file_size is not None:
         options.max_file_bytes = parse_size(max_file_size)
+    if file_timeout is not None:
+        options.file_timeout = file_timeout
     if not no_cache:
         options.cache_dir = cache_dir or default_cache_dir(settings)
     if show_context:

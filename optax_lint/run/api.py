@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
-from optax_lint.core.meta import IO_ERROR, SYNTAX_ERROR, meta_finding
+from optax_lint.core.meta import INTERNAL_ERROR, IO_ERROR, SYNTAX_ERROR, meta_finding
 from optax_lint.core.source import (
     NOTEBOOK_SIZE_FACTOR,
     SourceError,
@@ -29,6 +29,7 @@ from optax_lint.core.source import (
 from optax_lint.engine import prefilter
 from optax_lint.engine.large import LARGE_FILE_BYTES
 from optax_lint.engine.skipped import lint_skipped
+from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out_message, uninterrupted
 from optax_lint.run.cache import FixMarker as _Marker
 from optax_lint.run.options import RunOptions
 from optax_lint.run.per_file import (
@@ -67,7 +68,30 @@ def lint_file(
 ) -> tuple[FileResult, Optional[str], int]:
     """(result, text for code frames, internal error count) for one file. `source`: the
     file already read by the caller (the cache's check); `read` replaces reading it
-    from disk (stdin); `project_files`: the run's ProjectFiles (facts/project/files.py)."""
+    from disk (stdin); `project_files`: the run's ProjectFiles (facts/project/files.py).
+    A file that outlasts options.file_timeout is reported as OPX900 (run/budget.py);
+    with --verify the worker's own timeouts bound the slow part, and no budget is set."""
+    seconds = file_seconds(options.file_timeout, _size(path, source)) if options.verify_worker is None else 0
+    try:
+        with file_budget(seconds):
+            return _lint_file(path, settings, options, source, read, project_files)
+    except FileTimeout:
+        shown = display_path(path)
+        result = FileResult(shown)
+        result.findings = [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))]
+        return result, None, 1
+
+
+def _size(path: Path, source: Optional[SourceFile]) -> int:
+    if source is not None:
+        return len(source.text)
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _lint_file(path, settings, options, source, read, project_files) -> tuple[FileResult, Optional[str], int]:
     shown = display_path(path)
     codes = settings.codes_for_path(path)
     result = FileResult(shown)
@@ -126,7 +150,8 @@ def lint_file(
         else:
             try:
                 if options.write:
-                    write_source(source, fixed.text)
+                    with uninterrupted():
+                        write_source(source, fixed.text)
                 else:
                     encode_text(source, fixed.text)  # the caller outputs it: it must encode
                 text = fixed.text

@@ -9,6 +9,7 @@ from typing import Optional
 
 from optax_lint.core.diagnostics import FileResult
 from optax_lint.core.source import SourceError, encode_text, write_source
+from optax_lint.run.budget import uninterrupted
 from optax_lint.notebook.format import NotebookError, replace_sources
 from optax_lint.notebook.lint import (
     PYTHON_LANGUAGES,
@@ -83,7 +84,8 @@ def lint_notebook_file(path: Path, shown: str, codes: set[str], settings, option
         new_text = replace_sources(nb, after)
         try:
             if getattr(options, "write", True):
-                write_source(source, new_text)
+                with uninterrupted():  # the file budget never cuts a write short
+                    write_source(source, new_text)
             else:  # the caller outputs the fixed notebook (stdin)
                 encode_text(source, new_text)
             result.cell_sources, text = after, new_text

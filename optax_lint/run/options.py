@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from optax_lint.run.budget import DEFAULT_FILE_TIMEOUT
+
 
 @dataclass
 class RunOptions:
@@ -21,3 +23,4 @@ class RunOptions:
     verify_worker: object = None  # a verify.runner.Worker: --verify (and gate fixes with --fix)
     cache_dir: Optional[Path] = None  # result cache folder (None: no cache); see cache.py
     progress: Optional[Callable[[int], None]] = None  # called with the number of files just finished
+    file_timeout: float = DEFAULT_FILE_TIMEOUT  # seconds per file, then OPX900 (budget.py); 0: none
