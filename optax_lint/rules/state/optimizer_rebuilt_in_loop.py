@@ -36,6 +36,18 @@ def _calls_in(sf: StateFacts, ancestor: cst.CSTNode, scope: Scope) -> Iterator[C
             yield record
 
 
+def _guarded(sf: StateFacts, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """An `if` of the loop's body stands around the statement: it does not run on every
+    pass (`if opt_state is None: opt_state = opt.init(params)` runs once, or after the
+    loop drops the state on purpose; `if epoch % 10 == 0` restarts by choice)."""
+    current = sf.raw.parent_stmt.get(statement)
+    while current is not None and current is not loop:
+        if isinstance(current, cst.If):
+            return True
+        current = sf.raw.parent_stmt.get(current)
+    return False
+
+
 class OptimizerRebuiltInLoop(Rule):
     code = "OPX606"
 
@@ -95,7 +107,7 @@ class OptimizerRebuiltInLoop(Rule):
             call = record.node
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "init" and _is_name(func.value, name):
-                if carried_arg(sf, call, loop, scope, statement=record.statement):
+                if carried_arg(sf, call, loop, scope, statement=record.statement) and not _guarded(sf, record.statement, loop):
                     yield "inside the training loop", f"{name}.init(...) then resets the optimizer state on every pass, {reset}", [(call, "state re-initialised here")]
             elif _is_state_holder(facts, call, scope) and any(_is_name(a.value, name) for a in call.args):
                 if carried_arg(sf, call, loop, scope, skip=name, statement=record.statement):
