@@ -227,6 +227,70 @@ class RawFacts:
         return out
 
 
+    def reaching_binding(self, bindings: list["Binding"], statement: cst.CSTNode) -> Optional["Binding"]:
+        """Of a name's `bindings` (in one scope), the one that certainly holds where
+        `statement` reads the name: the nearest binding statement that comes before the
+        reading statement, or one of its enclosing statements, in the same block. Nothing
+        between them can skip it (`if resume: ckpt = restore(...)`, later `if resume:
+        ckpt = dict(model=state)` then `ckpt["model"]` reads the dict). None when no
+        binding is known to reach it (one in a branch, a loop's earlier pass, ...)."""
+        at = {id(b.node): b for b in bindings if isinstance(b.node, _REBINDING_KINDS.get(b.kind, ()))}
+        if not at:
+            return None
+        child, parent = statement, self.parent_stmt.get(statement)
+        while child is not None:
+            block = _block_of(child, parent if parent is not None else self.module)
+            if block is not None:
+                for sibling in reversed(block[: _index(block, child)]):
+                    if id(sibling) in at:
+                        return at[id(sibling)]
+            if parent is None or isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+                return None
+            child, parent = parent, self.parent_stmt.get(parent)
+        return None
+
+
+# Bindings that replace a name's value outright, by the statement that holds them (an
+# augmented assignment keeps the value, a walrus may come after the read in its
+# statement, a `for` may not run, and `if x: a = 1` on one line binds under its `if`).
+_REBINDING_KINDS = {
+    "assign": cst.SimpleStatementLine,
+    "annassign": cst.SimpleStatementLine,
+    "unpack": cst.SimpleStatementLine,
+    "import": cst.SimpleStatementLine,
+    "with": cst.With,
+    "def": cst.FunctionDef,
+    "class": cst.ClassDef,
+}
+
+
+def _index(block, child) -> int:
+    return next(i for i, statement in enumerate(block) if statement is child)
+
+
+def _block_of(child: cst.CSTNode, parent: cst.CSTNode):
+    """The statement list of `parent` (a module or compound statement) that holds
+    `child`, or None (an `elif` is held by its `if` in no list)."""
+    if isinstance(parent, cst.Module):
+        lists = [parent.body]
+    else:
+        lists = []
+        pending = [parent]
+        while pending:
+            node = pending.pop()
+            for sub in node.children:
+                if isinstance(sub, cst.IndentedBlock):
+                    lists.append(sub.body)
+                elif isinstance(sub, cst.SimpleStatementSuite):
+                    continue  # `if x: a = 1` holds small statements, not statement lines
+                elif isinstance(sub, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
+                    pending.append(sub)
+    for block in lists:
+        if any(statement is child for statement in block):
+            return block
+    return None
+
+
 # Attribute names that rules read; recording every attribute would be wasted work.
 INTERESTING_ATTRS = frozenset(
     {"hyperparams", "update", "init", "apply_gradients", "opt_state", "params", "replace", "tx", "inner_opt_state", "inner_state"}

@@ -34,11 +34,22 @@ class Flow:
     it, `['key']`/`.attr` selections, replication/transfer wrappers, and into the
     parameters of locally defined functions it is passed to (two levels)."""
 
-    def __init__(self, ckpt: LocalFunctions, scope: Scope, tracked: dict[str, tuple[str, ...]], depth: int = 0) -> None:
+    def __init__(
+        self,
+        ckpt: LocalFunctions,
+        scope: Scope,
+        tracked: dict[str, tuple[str, ...]],
+        depth: int = 0,
+        origins: Optional[dict[str, cst.CSTNode]] = None,
+    ) -> None:
+        """`origins`: the statement that binds a tracked name to the value (a restore's
+        own statement); a read of the name that a later binding certainly reaches first
+        is not the value."""
         self.ckpt = ckpt
         self.facts = ckpt.facts
         self.scope = scope
         self.tracked = dict(tracked)
+        self.sources: dict[str, set[int]] = {name: {id(node)} for name, node in (origins or {}).items()}
         self.depth = depth
         self._propagate()
 
@@ -53,7 +64,9 @@ class Flow:
             changed = False
             rounds += 1
             for b in self._bindings():
-                if b.name in self.tracked or b.value is None or b.kind not in ("assign", "annassign", "walrus", "unpack", "with"):
+                if b.value is None or b.kind not in ("assign", "annassign", "walrus", "unpack", "with"):
+                    continue
+                if id(b.node) in self.sources.get(b.name, ()):
                     continue
                 value = b.value
                 if b.index:
@@ -61,32 +74,44 @@ class Flow:
                         value = value.elements[b.index[0]].value
                     else:
                         continue
-                path = self.path_of(value)
+                path = self.path_of(value, at=b.node)
                 if path is not None:
-                    self.tracked[b.name] = path
+                    self.tracked.setdefault(b.name, path)
+                    self.sources.setdefault(b.name, set()).add(id(b.node))
                     changed = True
 
-    def path_of(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[tuple[str, ...]]:
+    def _rebound(self, name: str, at: Optional[cst.CSTNode]) -> bool:
+        """A binding that does not carry the value certainly reaches `at` first:
+        `ckpt = dict(model=state)` before `ckpt["model"]` in the same block."""
+        if at is None:
+            return False
+        binding = self.facts.raw.reaching_binding(self.scope.bindings.get(name, []), at)
+        return binding is not None and id(binding.node) not in self.sources.get(name, ())
+
+    def path_of(self, expr: Optional[cst.BaseExpression], depth: int = 0, at: Optional[cst.CSTNode] = None) -> Optional[tuple[str, ...]]:
+        """The path into the value that `expr` selects, or None; `at`: the statement that
+        reads `expr` (to see a name rebound before it)."""
         if expr is None or depth > 8:
             return None
         if isinstance(expr, cst.Name):
-            return self.tracked.get(expr.value)
+            path = self.tracked.get(expr.value)
+            return None if path is None or self._rebound(expr.value, at) else path
         if isinstance(expr, cst.Subscript):
-            base = self.path_of(expr.value, depth + 1)
+            base = self.path_of(expr.value, depth + 1, at)
             if base is None:
                 return None
             key = subscript_key(expr, self.scope)
             return base + ((key,) if key is not None else ("[]",))
         if isinstance(expr, cst.Attribute):
-            base = self.path_of(expr.value, depth + 1)
+            base = self.path_of(expr.value, depth + 1, at)
             return None if base is None else base + (expr.attr.value,)
         if isinstance(expr, cst.Call):
             name = self.ckpt.qual(expr.func, self.scope)
             if name in TRANSPARENT:
-                return self.path_of(call_arg_expr(expr, 0, None, strict=True), depth + 1)
+                return self.path_of(call_arg_expr(expr, 0, None, strict=True), depth + 1, at)
             if name in TREE_MAPS:
                 positional = [a for a in expr.args if a.keyword is None]
-                return self.path_of(positional[1].value, depth + 1) if len(positional) >= 2 else None
+                return self.path_of(positional[1].value, depth + 1, at) if len(positional) >= 2 else None
         return None
 
     def calls(self) -> Iterator[CallRecord]:
@@ -105,11 +130,11 @@ class Flow:
             if site is not None and site.kind == "update":
                 state_arg = site.arg(1, "state")
                 if state_arg is not None:
-                    path = self.path_of(state_arg.value)
+                    path = self.path_of(state_arg.value, at=record.statement)
                     if path is not None:
                         out.append(Use("update_state", state_arg.value, path, self.scope))
             for arg in call.args:
-                path = self.path_of(arg.value)
+                path = self.path_of(arg.value, at=record.statement)
                 if path is None:
                     continue
                 if arg.keyword is not None and opt_name(arg.keyword.value):
@@ -118,14 +143,14 @@ class Flow:
                     out.append(Use("opt_state_path", arg.value, path, self.scope))
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "apply_gradients":
-                path = self.path_of(func.value)
+                path = self.path_of(func.value, at=record.statement)
                 if path is not None:
                     out.append(Use("apply_gradients", func.value, path, self.scope))
             if self.depth < 2:
                 out.extend(self._into_function(record))
         for b in self._bindings():
             if b.value is not None and b.kind in ("assign", "annassign"):
-                path = self.path_of(b.value)
+                path = self.path_of(b.value, at=b.node)
                 if path is not None and holds_opt_state(path):
                     out.append(Use("opt_state_path", b.value, path, self.scope))
         return out
@@ -145,7 +170,7 @@ class Flow:
         for arg in call.args:
             if arg.star:
                 return []
-            path = self.path_of(arg.value)
+            path = self.path_of(arg.value, at=record.statement)
             if arg.keyword is not None:
                 if path is not None:
                     tracked[arg.keyword.value] = path

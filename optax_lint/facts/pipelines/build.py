@@ -259,7 +259,7 @@ class PipelineBuilder:
                 node.via.append(expr)
                 return node
             if binding is None:
-                binding = _rebound_from(expr, scope) or _last_before(expr, scope)
+                binding = _rebound_from(expr, scope) or _last_before(self.raw, expr, scope)
             if binding is None:
                 fn = self._local_function(expr.value, scope)
                 reason = reason if fn is None else f"'{expr.value}' is a function"
@@ -539,12 +539,13 @@ def _rebound_from(use: cst.Name, scope: Scope):
     return None
 
 
-def _last_before(use: cst.Name, scope: Scope):
+def _last_before(raw: RawFacts, use: cst.Name, scope: Scope):
     """The binding a name holds where it is read after being rebound in straight-line
     code (`opt_d = chain(...)`, then `opt_d = masked(opt_d, mask)`, then
     `chain(opt_d, opt_ra)`): the last one whose statement comes before the reading
-    statement, when the name is read in the scope that binds it and every binding is a
-    plain assignment of that scope, outside any branch or loop."""
+    statement (RawFacts.reaching_binding), when the name is read in the scope that
+    binds it and every binding is a plain assignment of that scope, outside any branch
+    or loop."""
     owner, bindings = lookup(use.value, scope)
     if owner is None or owner is not scope or len(bindings) < 2:
         return None
@@ -554,12 +555,8 @@ def _last_before(use: cst.Name, scope: Scope):
     body = node.body if isinstance(node, cst.Module) else getattr(getattr(node, "body", None), "body", None)
     if not isinstance(body, (list, tuple)):
         return None
-    at = {id(statement): i for i, statement in enumerate(body)}
-    reading = next((i for i, statement in enumerate(body) if holds(statement, use)), None)
-    if reading is None or any(id(b.node) not in at for b in bindings):
-        return None
-    before = [b for b in bindings if at[id(b.node)] < reading]
-    return max(before, key=lambda b: at[id(b.node)]) if before else None
+    reading = next((statement for statement in body if holds(statement, use)), None)
+    return None if reading is None else raw.reaching_binding(bindings, reading)
 
 
 # ---------------------------------------------------------------------------

@@ -12,4 +12,4 @@ def restore_flow(ckpt: CheckpointFacts, restore: RestoreSite) -> Optional[Flow]:
     name = restore.result
     if name is None:
         return None
-    return Flow(ckpt, restore.record.scope, {name: ()})
+    return Flow(ckpt, restore.record.scope, {name: ()}, origins={name: restore.record.statement})
