@@ -37,6 +37,7 @@ from optax_lint.facts.parallel.names import (
 )
 from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.facts.state.origins import subclasses_train_state
+from optax_lint.syntax.nodes import last_name
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
@@ -111,6 +112,53 @@ class HostInterpreter(Interpreter):
         self.saves: list[ReplicatedSave] = []
         self._seen_crossings: set = set()
         self._seen_saves: set = set()
+        self._members: dict[tuple[int, str], Any] = {}
+
+    def eval(self, expr, env: Frame) -> Any:
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            cls = _method_class(env.scope, expr.value.value)
+            if cls is not None:
+                return self._member(cls, expr.attr.value)
+        return super().eval(expr, env)
+
+    def _member(self, cls: Scope, attr: str) -> Any:
+        """What `self.<attr>` holds in every method of `cls`: the join of every value the
+        class's methods assign to it (a trainer keeps its replicated state in
+        `self.state` from __init__ to save). Only replicate/unreplicate calls, pmapped
+        callables and their outputs are told apart; anything else is unknown."""
+        key = (id(cls), attr)
+        if key in self._members:
+            return self._members[key]
+        self._members[key] = UNK  # recursion guard: `self.state = self.step(self.state)`
+        value = None
+        for target, stored, scope in self.facts.raw.attribute_stores:
+            if target.attr.value != attr or not isinstance(target.value, cst.Name):
+                continue
+            if _method_class(scope, target.value.value) is not cls:
+                continue
+            one = self._stored(cls, stored, scope)
+            value = one if value is None else self.join2(value, one)
+        self._members[key] = UNK if value is None else value
+        return self._members[key]
+
+    def _stored(self, cls: Scope, expr: cst.BaseExpression, scope: Scope) -> Any:
+        if not isinstance(expr, cst.Call):
+            return UNK
+        step = self.pf.step_by_site.get(expr)
+        if step is not None:
+            return AMapped(step)
+        name = self.facts.canonical(expr.func, scope)
+        if name in REPLICATE:
+            return ARepl(expr, "replicate")
+        if name in UNREPLICATE:
+            return ASingle(expr)
+        func = expr.func
+        if name is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if _method_class(scope, func.value.value) is cls:
+                callee = self._member(cls, func.attr.value)
+                if isinstance(callee, AMapped) and callee.step.kind == "pmap":
+                    return ARepl(expr, "pmap output")
+        return UNK
 
     def join2(self, a, b):
         if a is b or a == b:
@@ -330,6 +378,22 @@ class HostInterpreter(Interpreter):
             return []
         arg = call_arg(expr, 0, "item")
         return [arg.value] if arg is not None else []
+
+
+def _method_class(scope: Scope, name: str) -> Optional[Scope]:
+    """The class whose instance `name` is in `scope`: the first parameter of a method
+    (not a staticmethod or classmethod), never rebound in it."""
+    cls = scope.parent
+    node = scope.node
+    if scope.kind != "function" or cls is None or cls.kind != "class" or not isinstance(node, cst.FunctionDef):
+        return None
+    params = list(node.params.posonly_params) + list(node.params.params)
+    if not params or params[0].name.value != name:
+        return None
+    if any(last_name(d.decorator) in ("staticmethod", "classmethod") for d in node.decorators):
+        return None
+    bindings = scope.bindings.get(name, [])
+    return cls if all(b.kind == "param" for b in bindings) else None
 
 
 def _repl_in(value) -> list[ARepl]:
