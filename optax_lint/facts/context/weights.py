@@ -26,6 +26,7 @@ from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.nodes import holds
 from optax_lint.syntax.walker import walk
 
 _RESTORE = frozenset(
@@ -65,7 +66,7 @@ def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
         if last == "from_pretrained":
             if handed is None:
                 handed = _handed_to_optimizer(facts)
-            loaded = _target_names(record.assigned_to)
+            loaded = _target_names(record.assigned_to) or _statement_targets(record)
             if handed and loaded and not loaded & handed:
                 continue  # a pretrained VAE, teacher or encoder the optimizer never receives
         restores.append(record)
@@ -121,13 +122,61 @@ def _target_names(target) -> set[str]:
     return set()
 
 
-def _names_in(node: cst.CSTNode, out: set[str], budget: list[int]) -> None:
-    for child in walk(node):
+def _steps_state(call: cst.Call, target) -> bool:
+    """A call handed the optimizer that returns the state it is given (its result rebinds
+    one of its plain-name arguments): a training step. Which parameters the optimizer
+    trains is set where that state was built (its `init`, `TrainState.create`), and the
+    step may read only part of it (`state.head`, beside a frozen `state.encoder`)."""
+    bound = _target_names(target)
+    return bool(bound) and any(isinstance(a.value, cst.Name) and a.value.value in bound for a in call.args)
+
+
+def _statement_targets(record) -> set[str]:
+    """The names an assignment binds when the call is nested in its value:
+    `encoder = to_jax(Encoder.from_pretrained(...))` loads into `encoder`."""
+    statement = record.statement
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return set()
+    small = statement.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and holds(small.value, record.node):
+        return _target_names(small.targets[0].target)
+    if isinstance(small, cst.AnnAssign) and small.value is not None and holds(small.value, record.node):
+        return _target_names(small.target)
+    return set()
+
+
+def _names_in(node: cst.CSTNode, out: set[str], budget: list[int], fields: Optional[dict] = None) -> None:
+    """The names `node` reads. With `fields`, a name read only as `name.field` maps to
+    the fields read (`state.head` -> {"state": {"head"}}), a name read whole to None."""
+    selected: set[int] = set()  # `a` and `b` of an `a.b`: a field read, and a field's name
+    for child in walk(node):  # pre-order: an attribute comes before its names
         if budget[0] <= 0:
             return
         budget[0] -= 1
-        if isinstance(child, cst.Name):
+        if isinstance(child, cst.Attribute):
+            selected.add(id(child.attr))
+            if fields is not None and isinstance(child.value, cst.Name):
+                selected.add(id(child.value))
+                name = child.value.value
+                if name not in fields:
+                    fields[name] = {child.attr.value}
+                elif fields[name] is not None:
+                    fields[name].add(child.attr.value)
+        elif isinstance(child, cst.Name):
             out.add(child.value)
+            if fields is not None and id(child) not in selected:
+                fields[child.value] = None
+
+
+def _field_value(value: cst.BaseExpression, wanted: Optional[set]) -> list[cst.CSTNode]:
+    """What to follow in a binding's value for the fields read from it: a record built
+    with those fields as keywords (`State(head=head, encoder=encoder)`, read as
+    `state.head`) gives just those keywords' values; anything else, the whole value."""
+    if wanted and isinstance(value, cst.Call):
+        keywords = {a.keyword.value: a.value for a in value.args if a.keyword is not None}
+        if all(field in keywords for field in wanted):
+            return [keywords[field] for field in sorted(wanted)]
+    return [value]
 
 
 def _handed_to_optimizer(facts) -> set[str]:
@@ -146,21 +195,27 @@ def _handed_to_optimizer(facts) -> set[str]:
         pipeline_args = [a for a in call.args if facts.pipeline_for(a.value, record.scope) is not None]
         if not receiver and not pipeline_args:
             continue
+        if not receiver and _steps_state(call, record.assigned_to):
+            continue  # `state, loss = train_step(state, batch, tx)` advances what was built elsewhere
         found: set[str] = set()
+        fields: dict = {}
         for arg in call.args:
             if arg not in pipeline_args:
-                _names_in(arg.value, found, budget)
+                _names_in(arg.value, found, budget, fields)
         handed |= _target_names(record.assigned_to)
         frontier = found
         for _ in range(3):  # follow `params = model.params` back to the model
             handed |= frontier
             more: set[str] = set()
+            more_fields: dict = {}
             for name in frontier:
                 _, bindings = lookup(name, record.scope)
                 for binding in bindings:
                     if binding.value is not None:
-                        _names_in(binding.value, more, budget)
+                        for part in _field_value(binding.value, fields.get(name)):
+                            _names_in(part, more, budget, more_fields)
             frontier = more - handed
+            fields = more_fields
     return handed
 
 
