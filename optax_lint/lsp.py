@@ -70,12 +70,14 @@ class DocumentLinter:
 
     def __init__(self, docs_url: str = DOCS_URL) -> None:
         from optax_lint.facts.project.files import ProjectFiles
+        from optax_lint.run.budget import DEFAULT_FILE_TIMEOUT
 
         self.docs_url = docs_url
         self.config_error: Optional[str] = None
         # Project files (config modules) read for run contexts, kept while the server
         # runs: texts are keyed by mtime and size, so an edited file is read again.
         self.project_files = ProjectFiles(remember_probes=False)  # files come and go between requests
+        self.file_timeout = DEFAULT_FILE_TIMEOUT  # seconds per MB of a document (run/budget.py)
 
     def _settings(self, path: Path):
         from optax_lint.core.config import (
@@ -110,14 +112,24 @@ class DocumentLinter:
         return path.name, codes, settings.rule_options, common
 
     def lint(self, uri: str, text: str, *, fix: bool = False) -> tuple[list[Finding], Optional[str]]:
-        """(findings with their fix edits, fixed text when fix=True)."""
+        """(findings with their fix edits, fixed text when fix=True). An analysis that
+        outlasts the file budget (run/budget.py) gives one OPX900 finding, not a frozen
+        editor."""
+        from optax_lint.core.meta import INTERNAL_ERROR, meta_finding
+        from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out_message
+
         shown, codes, rule_options, common = self._setup(uri, "untitled.py")
-        if fix:
-            fixed = engine.fix_text(text, shown, codes, rule_options, **common)
-            return fixed.findings, fixed.text
-        run = engine.lint_text(text, shown, codes, rule_options, **common)
-        engine.attach_edits(text, run)
-        return run.findings, None
+        seconds = file_seconds(self.file_timeout, len(text))
+        try:
+            with file_budget(seconds):
+                if fix:
+                    fixed = engine.fix_text(text, shown, codes, rule_options, **common)
+                    return fixed.findings, fixed.text
+                run = engine.lint_text(text, shown, codes, rule_options, **common)
+                engine.attach_edits(text, run)
+                return run.findings, None
+        except FileTimeout:
+            return [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))], None
 
     def lint_notebook(self, uri: str, cells: list[tuple[int, str]]) -> list[Finding]:
         """Findings for a notebook's code cells, given as (cell number, text), each

@@ -154,3 +154,18 @@ def test_through_the_command_line_in_worker_processes(tmp_path):
     assert any(line.startswith(f"{tmp_path / 'a_hangs.py'}:1:1: OPX900 error gave up after 1 s") for line in lines), proc.stdout
     assert sum(": OPX101 " in line for line in lines) == 8, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_language_server_reports_a_document_that_does_not_end(endless_rule, tmp_path):
+    """An editor must not freeze on a bug of ours: the document gets one OPX900."""
+    pytest.importorskip("pygls")
+    from optax_lint.lsp import DocumentLinter
+
+    linter = DocumentLinter()
+    linter.file_timeout = 0.5
+    uri = (tmp_path / "train.py").as_uri()
+    findings, fixed = linter.lint(uri, HANGS)
+    assert [(f.code, f.message) for f in findings] == [("OPX900", budget.timed_out_message(0.5))]
+    assert fixed is None
+    findings, _ = linter.lint(uri, BAD_CHAIN)
+    assert [f.code for f in findings] == ["OPX101"]
