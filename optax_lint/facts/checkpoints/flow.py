@@ -83,10 +83,11 @@ class Flow:
     def _rebound(self, name: str, at: Optional[cst.CSTNode]) -> bool:
         """A binding that does not carry the value certainly reaches `at` first:
         `ckpt = dict(model=state)` before `ckpt["model"]` in the same block."""
-        if at is None:
-            return False
+        sources = self.sources.get(name)
+        if at is None or not sources:
+            return False  # which binding carries the value is not known: keep following it
         binding = self.facts.raw.reaching_binding(self.scope.bindings.get(name, []), at)
-        return binding is not None and id(binding.node) not in self.sources.get(name, ())
+        return binding is not None and id(binding.node) not in sources
 
     def path_of(self, expr: Optional[cst.BaseExpression], depth: int = 0, at: Optional[cst.CSTNode] = None) -> Optional[tuple[str, ...]]:
         """The path into the value that `expr` selects, or None; `at`: the statement that
