@@ -16,6 +16,7 @@ from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
 
 
@@ -45,6 +46,24 @@ def _what(payload: Payload, written: Optional[cst.BaseExpression]) -> str:
 _SERIALIZERS = frozenset({"pickle", "numpy", "flax_serialization"})
 
 
+# flax's `keep` at or above this never deletes a snapshot in any real run: every saved
+# step stays (as `keep=1_000_000` for a sampler that reads chosen epochs back).
+_KEEP_ALL = 10_000
+
+
+def _keeps_every_save(site: SaveSite) -> bool:
+    """A flax checkpoint save told to keep every step it writes (`keep=1e6`): a numbered
+    series of snapshots for other programs, where a resume checkpoint keeps the latest
+    one or few (flax's default is 1)."""
+    if site.api != "flax_checkpoints":
+        return False
+    arg = next((a for a in site.call.args if a.keyword is not None and a.keyword.value == "keep"), None)
+    if arg is None:
+        return False
+    value = value_of(arg.value, site.record.scope)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= _KEEP_ALL
+
+
 class CheckpointMissingOptState(Rule):
     code = "OPX501"
 
@@ -61,9 +80,10 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
-            if site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record):
-                # a plain serializer's file, or the best epoch kept as the selected model:
-                # an export, unless training continues from something read back
+            if site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record) or _keeps_every_save(site):
+                # a plain serializer's file, the best epoch kept as the selected model, or a
+                # numbered series kept whole: an export, unless training continues from
+                # something read back
                 if resumed is None:
                     resumed = self._resumed(ctx, ckpt)
                 if not resumed:
