@@ -61,3 +61,31 @@ def test_bindings_inside_branches_reach_no_later_read():
     assert _reaching(SOURCE, "ckpt", "after-branch") is None
     assert _reaching(SOURCE, "ckpt", "after-if-else") is None
     assert _reaching(SOURCE, "ckpt", "one-line-if") is None
+
+
+LOOP = """
+def fit(batches):
+    ckpt = restore()
+    for batch in batches:
+        use(ckpt)  # in-loop
+        ckpt = None
+    use(ckpt)  # after-loop
+"""
+
+
+def test_a_binding_later_in_a_loop_may_reach_a_read_earlier_in_it():
+    assert _reaching(LOOP, "ckpt", "in-loop") is None
+    assert _reaching(LOOP, "ckpt", "after-loop") is None
+
+
+BRANCH = """
+def resume(config):
+    ckpt = restore()
+    if config.fresh:
+        ckpt = None
+    use(ckpt)  # after-maybe
+"""
+
+
+def test_a_branch_between_may_have_rebound_the_name():
+    assert _reaching(BRANCH, "ckpt", "after-maybe") is None

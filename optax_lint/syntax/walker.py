@@ -233,10 +233,12 @@ class RawFacts:
         reading statement, or one of its enclosing statements, in the same block. Nothing
         between them can skip it (`if resume: ckpt = restore(...)`, later `if resume:
         ckpt = dict(model=state)` then `ckpt["model"]` reads the dict). None when no
-        binding is known to reach it (one in a branch, a loop's earlier pass, ...)."""
+        binding is known to reach it (one in a branch, or one a loop around the read may
+        make on an earlier pass)."""
         at = {id(b.node): b for b in bindings if isinstance(b.node, _REBINDING_KINDS.get(b.kind, ()))}
         if not at:
             return None
+        bound = {id(b.node) for b in bindings}
         child, parent = statement, self.parent_stmt.get(statement)
         while child is not None:
             block = _block_of(child, parent if parent is not None else self.module)
@@ -244,8 +246,12 @@ class RawFacts:
                 for sibling in reversed(block[: _index(block, child)]):
                     if id(sibling) in at:
                         return at[id(sibling)]
+                    if not isinstance(sibling, cst.SimpleStatementLine) and _holds_any(sibling, bound):
+                        return None  # a branch or a loop in between may have rebound it
             if parent is None or isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
                 return None
+            if isinstance(parent, (cst.For, cst.While)) and _holds_any(parent, bound):
+                return None  # a later pass may read what this pass binds after the read
             child, parent = parent, self.parent_stmt.get(parent)
         return None
 
@@ -262,6 +268,10 @@ _REBINDING_KINDS = {
     "def": cst.FunctionDef,
     "class": cst.ClassDef,
 }
+
+
+def _holds_any(tree: cst.CSTNode, ids: set[int]) -> bool:
+    return any(id(part) in ids for part in walk(tree))
 
 
 def _index(block, child) -> int:

@@ -12,6 +12,7 @@ from optax_lint.facts.checkpoints.files import read_back_for_evaluation
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
+from optax_lint.facts.parallel.calls import keyword_arg
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
@@ -57,7 +58,7 @@ def _keeps_every_save(site: SaveSite) -> bool:
     one or few (flax's default is 1)."""
     if site.api != "flax_checkpoints":
         return False
-    arg = next((a for a in site.call.args if a.keyword is not None and a.keyword.value == "keep"), None)
+    arg = keyword_arg(site.call, "keep")
     if arg is None:
         return False
     value = value_of(arg.value, site.record.scope)
