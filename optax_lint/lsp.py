@@ -129,6 +129,9 @@ class DocumentLinter:
                 engine.attach_edits(text, run)
                 return run.findings, None
         except FileTimeout:
+            from optax_lint.syntax.parsing import restore_node_classes
+
+            restore_node_classes()  # the alarm may have landed inside a parse's own clean-up
             return [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))], None
 
     def lint_notebook(self, uri: str, cells: list[tuple[int, str]]) -> list[Finding]:

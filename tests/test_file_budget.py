@@ -169,3 +169,30 @@ def test_the_language_server_reports_a_document_that_does_not_end(endless_rule, 
     assert fixed is None
     findings, _ = linter.lint(uri, BAD_CHAIN)
     assert [f.code for f in findings] == ["OPX101"]
+
+
+def test_libcst_node_classes_are_put_back_after_an_interrupted_parse():
+    """The alarm can land inside parse_module's `finally`, between its restores: the
+    node classes must still end up as libcst defines them."""
+    import libcst as cst
+    from libcst._nodes.base import CSTNode
+
+    from optax_lint.syntax import fast_nodes, parsing
+
+    parsing.parse_module("x = 1\n")  # records libcst's own check
+    own_check = CSTNode.__post_init__
+    own_init = cst.Name.__init__
+    counted = fast_nodes._parsed_chars
+    inits = fast_nodes.for_parse(fast_nodes.FAST_AFTER_CHARS)  # the inits a long run installs
+    CSTNode.__post_init__ = parsing._built_by_the_parser  # as if the restore never ran
+    inits.install()
+    try:
+        assert cst.Name.__init__ is not own_init
+        parsing.restore_node_classes()
+        assert CSTNode.__post_init__ is own_check
+        with pytest.raises(cst.CSTValidationError):
+            cst.Name("")  # libcst's check runs again: an empty name is refused
+    finally:
+        CSTNode.__post_init__ = own_check
+        inits.remove()
+        fast_nodes._parsed_chars = counted

@@ -76,6 +76,9 @@ def lint_file(
         with file_budget(seconds):
             return _lint_file(path, settings, options, source, read, project_files)
     except FileTimeout:
+        from optax_lint.syntax.parsing import restore_node_classes
+
+        restore_node_classes()  # the alarm may have landed inside a parse's own clean-up
         shown = display_path(path)
         result = FileResult(shown)
         result.findings = [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))]

@@ -44,6 +44,12 @@ class NodeInits:
             cls.__init__ = init
 
 
+def remove_installed() -> None:
+    """Give every node class its own init back (after an interrupted parse)."""
+    if _inits is not None:
+        _inits.remove()
+
+
 def for_parse(chars: int) -> Optional[NodeInits]:
     """The inits to install around a parse of `chars` characters, or None while this
     process has parsed too little for them to pay for themselves."""

@@ -48,8 +48,11 @@ def parse_module(text: str) -> "cst.Module":
 
     from optax_lint.syntax import fast_nodes
 
+    global _LIBCST_POST_INIT
     inits = fast_nodes.for_parse(len(text))
     validate = CSTNode.__post_init__
+    if _LIBCST_POST_INIT is None and validate is not _built_by_the_parser:
+        _LIBCST_POST_INIT = validate
     CSTNode.__post_init__ = _built_by_the_parser  # type: ignore[method-assign]
     if inits is not None:
         inits.install()
@@ -63,6 +66,26 @@ def parse_module(text: str) -> "cst.Module":
 
 def _built_by_the_parser(self) -> None:
     pass
+
+
+# libcst's own node check, kept from the first parse: restore_node_classes puts it back.
+_LIBCST_POST_INIT = None
+
+
+def restore_node_classes() -> None:
+    """Put libcst's node classes back as libcst defines them. parse_module swaps their
+    check and inits for the parse and restores them in a `finally`; an exception raised
+    inside that `finally` (the file budget's alarm, run/budget.py) would skip the
+    restore, and hand-built nodes (fixes) would then go unchecked for the rest of the
+    process."""
+    if _LIBCST_POST_INIT is None:
+        return  # nothing was ever swapped
+    from libcst._nodes.base import CSTNode
+
+    from optax_lint.syntax import fast_nodes
+
+    CSTNode.__post_init__ = _LIBCST_POST_INIT  # type: ignore[method-assign]
+    fast_nodes.remove_installed()
 
 
 def parse(text: str, path: str) -> "tuple[Optional[cst.Module], Optional[Finding]]":
