@@ -115,8 +115,7 @@ class DocumentLinter:
         """(findings with their fix edits, fixed text when fix=True). An analysis that
         outlasts the file budget (run/budget.py) gives one OPX900 finding, not a frozen
         editor."""
-        from optax_lint.core.meta import INTERNAL_ERROR, meta_finding
-        from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out_message
+        from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out
 
         shown, codes, rule_options, common = self._setup(uri, "untitled.py")
         seconds = file_seconds(self.file_timeout, len(text))
@@ -129,10 +128,7 @@ class DocumentLinter:
                 engine.attach_edits(text, run)
                 return run.findings, None
         except FileTimeout:
-            from optax_lint.syntax.parsing import restore_node_classes
-
-            restore_node_classes()  # the alarm may have landed inside a parse's own clean-up
-            return [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))], None
+            return [timed_out(shown, seconds)], None
 
     def lint_notebook(self, uri: str, cells: list[tuple[int, str]]) -> list[Finding]:
         """Findings for a notebook's code cells, given as (cell number, text), each

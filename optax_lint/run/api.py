@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from optax_lint.core.config import Settings, load_settings
 from optax_lint.core.diagnostics import FileResult, Finding
-from optax_lint.core.meta import INTERNAL_ERROR, IO_ERROR, SYNTAX_ERROR, meta_finding
+from optax_lint.core.meta import IO_ERROR, SYNTAX_ERROR, meta_finding
 from optax_lint.core.source import (
     NOTEBOOK_SIZE_FACTOR,
     SourceError,
@@ -29,7 +29,7 @@ from optax_lint.core.source import (
 from optax_lint.engine import prefilter
 from optax_lint.engine.large import LARGE_FILE_BYTES
 from optax_lint.engine.skipped import lint_skipped
-from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out_message, uninterrupted
+from optax_lint.run.budget import FileTimeout, file_budget, file_seconds, timed_out, uninterrupted
 from optax_lint.run.cache import FixMarker as _Marker
 from optax_lint.run.options import RunOptions
 from optax_lint.run.per_file import (
@@ -76,12 +76,8 @@ def lint_file(
         with file_budget(seconds):
             return _lint_file(path, settings, options, source, read, project_files)
     except FileTimeout:
-        from optax_lint.syntax.parsing import restore_node_classes
-
-        restore_node_classes()  # the alarm may have landed inside a parse's own clean-up
-        shown = display_path(path)
-        result = FileResult(shown)
-        result.findings = [meta_finding(INTERNAL_ERROR, shown, timed_out_message(seconds))]
+        result = FileResult(display_path(path))
+        result.findings = [timed_out(result.path, seconds)]
         return result, None, 1
 
 

@@ -77,6 +77,17 @@ def uninterrupted() -> Iterator[None]:
         _held -= 1
 
 
+def timed_out(path: str, seconds: float):
+    """The OPX900 finding for a file whose budget ran out, after putting libcst's node
+    classes back: the alarm may have landed inside a parse's own clean-up
+    (syntax.parsing.restore_node_classes)."""
+    from optax_lint.core.meta import INTERNAL_ERROR, meta_finding
+    from optax_lint.syntax.parsing import restore_node_classes
+
+    restore_node_classes()
+    return meta_finding(INTERNAL_ERROR, path, timed_out_message(seconds))
+
+
 def timed_out_message(seconds: float) -> str:
     shown = f"{seconds:.1f}".rstrip("0").rstrip(".")
     return (

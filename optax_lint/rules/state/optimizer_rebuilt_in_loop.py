@@ -40,12 +40,7 @@ def _guarded(sf: StateFacts, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
     """An `if` of the loop's body stands around the statement: it does not run on every
     pass (`if opt_state is None: opt_state = opt.init(params)` runs once, or after the
     loop drops the state on purpose; `if epoch % 10 == 0` restarts by choice)."""
-    current = sf.raw.parent_stmt.get(statement)
-    while current is not None and current is not loop:
-        if isinstance(current, cst.If):
-            return True
-        current = sf.raw.parent_stmt.get(current)
-    return False
+    return bool(sf.raw.enclosing_ifs(statement, stop=loop))
 
 
 class OptimizerRebuiltInLoop(Rule):
