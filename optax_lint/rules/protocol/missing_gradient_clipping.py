@@ -15,6 +15,7 @@ from optax_lint.facts.pipelines.use import pipeline_referenced
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.protocol.architecture import arch_name, arch_ok
 from optax_lint.rules.protocol.optimizers import complete, is_full_optimizer, optimizers
+from optax_lint.rules.schedules.regime import demo_run_entry, small_model_entry
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.nodes import last_name
 
@@ -94,6 +95,10 @@ class MissingGradientClipping(Rule):
             return  # blocks gated shut at the start (adaLN-Zero, ReZero): no spike-prone stack to guard
         if arch.value == "transformer" and single_attention_layer(ctx.facts, arch) is not None:
             return  # one attention layer: a small model, no stack to guard
+        if arch.value == "transformer" and small_model_entry(ctx.facts, ctx.option("small_model_params")) is not None:
+            return  # a small model (under 1M parameters): no deep stack to guard
+        if demo_run_entry(ctx.facts, ctx.option("demo_run_steps")) is not None:
+            return  # a demonstration of a few hundred steps: nothing long for a spike to waste
         max_norm = float(ctx.option("cnn_max_norm") if arch.value == "cnn" else ctx.option("transformer_max_norm"))
         uses = ctx.facts.schedule_analysis.lr_uses
         for pipeline in candidates:

@@ -26,7 +26,7 @@ from optax_lint.facts.context.residual_gates import identity_initialised
 from optax_lint.facts.schedules.calls import Schedule
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.schedules.literals import int_literal
-from optax_lint.rules.schedules.regime import fine_tune_entry, transformer_entry
+from optax_lint.rules.schedules.regime import fine_tune_entry, small_model_entry, transformer_entry
 from optax_lint.rules.schedules.wording import schedule_name
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.names import lookup, qualified_name
@@ -130,6 +130,8 @@ class MissingWarmup(Rule):
             transformer = None
         if transformer is not None and single_attention_layer(facts, transformer) is not None:
             transformer = None  # one attention layer, no stack: a small model (the same holds)
+        if transformer is not None and small_model_entry(facts, ctx.option("small_model_params")) is not None:
+            transformer = None  # under 1M parameters: a small model (the same holds)
         steps = context_number(facts, "steps")
         steps_entry = context_value(facts, "steps")
         long_run = steps is not None and steps >= ctx.option("min_steps")
