@@ -46,7 +46,7 @@ _LOADER = re.compile(r"^Load\w*(Checkpoint|Pretrained|Params|Weights)$|^(load|re
 # `create_model_from_safe_tensors`): what they build is already trained.
 _BUILT_FROM_WEIGHTS = re.compile(r"^create_model_from_(checkpoint|safe_?tensors|pretrained|hf\w*)$|^from_safe_?tensors$")
 _L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "num_decoder_layers", "layers", "num_blocks")
-_D_NAMES = ("emb_dim", "d_model", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
+_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
 _FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner")
 
@@ -292,16 +292,19 @@ def _size_groups(inf: Evidence):
     """Candidate {name: Found} groups that describe one Transformer's size."""
     facts = inf.facts
     wanted = set(_L_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES)
-    # 1. keyword arguments of a call that sets both layers and width
+    # 1. arguments of a call that sets both layers and width: by keyword, or passed by
+    # position as a variable named for what it holds (`NanoGPT(key, vocab_size, n_emb,
+    # block_size, n_head, n_layer)`)
     for record in facts.raw.calls:
-        keys = {a.keyword.value for a in record.node.args if a.keyword is not None}
+        named = [(_arg_name(a), a) for a in record.node.args]
+        keys = {key for key, _ in named if key is not None}
         if keys & set(_L_NAMES) and keys & set(_D_NAMES):
             group = {}
-            for arg in record.node.args:
-                if arg.keyword is not None and arg.keyword.value in wanted:
+            for key, arg in named:
+                if key in wanted and key not in group:
                     found = inf.ev.eval(arg.value, record.scope)
                     if isinstance(found, Found):
-                        group[arg.keyword.value] = found
+                        group[key] = found
             yield group
     # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
     project = facts.project
@@ -328,6 +331,14 @@ def _size_groups(inf: Evidence):
                     prefixes.setdefault(key[:-1], {})[key[-1]] = found.capped("medium")
             for group in prefixes.values():
                 yield group
+
+
+def _arg_name(arg: cst.Arg) -> Optional[str]:
+    if arg.keyword is not None:
+        return arg.keyword.value
+    if arg.star == "" and isinstance(arg.value, cst.Name):
+        return arg.value.value
+    return None
 
 
 def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
