@@ -1099,3 +1099,54 @@ def test_an_activity_optimizer_inside_training_is_an_inner_optimizer() -> None:
     assert inner == ["activity_optim"]
     # the run is the loop that steps the model (N_STEPS), not N_STEPS x the inference steps
     assert value(facts, "steps") == 20_000
+
+
+@pytest.mark.parametrize(
+    "init, source",
+    [
+        ("from .network import SequenceNet\n", ".network"),
+        ("from .models import (\n    Other,\n    SequenceNet,\n)\n", ".models"),
+        ("from pkg.network import SequenceNet as SequenceNet\n", "pkg.network"),
+        ("from .network import SequenceNet as Net\n", None),  # exported under another name
+        ("from .network import SequenceNetV2\n", None),
+        ("# from .network import SequenceNet\n", None),
+    ],
+)
+def test_a_package_init_re_export_names_its_source_module(init: str, source) -> None:
+    assert project_files._reexport_source(init, "SequenceNet") == source
+
+
+def test_a_re_exported_model_is_read_where_it_is_defined(tmp_path) -> None:
+    pkg = tmp_path / "lmlib"
+    pkg.mkdir()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
+    (pkg / "__init__.py").write_text("from .net import LM\n")
+    (pkg / "net.py").write_text(textwrap.dedent("""
+        import flax.linen as nn
+
+        class LM(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                for _ in range(6):
+                    x = x + nn.SelfAttention(num_heads=4)(x)
+                return x
+    """))
+    src = textwrap.dedent("""
+        import jax
+        import optax
+        from lmlib import LM
+
+        model = LM()
+        params = model.init(jax.random.key(0), jax.numpy.zeros((1, 8, 16)))
+        tx = optax.adamw(3e-4)
+        opt_state = tx.init(params)
+        for batch in range(50_000):
+            grads = jax.grad(lambda p: model.apply(p, batch).sum())(params)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+    """)
+    path = tmp_path / "train.py"
+    path.write_text(src)
+    findings = engine.lint_text(src, str(path), {"OPX201"}, root=str(tmp_path)).findings
+    assert [f.code for f in findings] == ["OPX201"]
+    assert "lmlib/net.py:" in findings[0].message

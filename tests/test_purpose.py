@@ -180,7 +180,9 @@ def test_a_model_defined_in_a_benchmark_makes_advice_info(tmp_path) -> None:
         class Tiny(nn.Module):
             @nn.compact
             def __call__(self, x):
-                return nn.SelfAttention(num_heads=2)(x)
+                for _ in range(4):
+                    x = x + nn.SelfAttention(num_heads=2)(x)
+                return x
     """))
     src = trains_imported_model("from benchmarks.models import Tiny as Model")
     path = tmp_path / "train.py"

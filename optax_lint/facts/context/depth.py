@@ -1,15 +1,16 @@
 """A Transformer with no stack: the model the file trains builds one attention layer,
-once (one block, not repeated by a loop, a comprehension or `nn.scan`).
+once (one block, not repeated by a loop, a comprehension or `nn.scan`, and not applied
+in a loop of the class that holds it).
 
 The protocol rules ask a Transformer to clip its gradient and to warm up because a deep
 stack of residual attention blocks is prone to early blow-ups and loss spikes; a model
 with a single attention layer has no such stack, and is a small model, which the
-protocol lets train without either. Read from the model's own source, only where the
-architecture was inferred from the linted file's own model classes (a declared
-`arch=transformer` is the user's word, and a model imported from another module may be
-built there many times); any doubt (a loop or comprehension in a model class, a second
-construction, a repeating wrapper, attention built outside a class) leaves the premise
-standing.
+protocol lets train without either. Read from the model's own source: the linted
+file's classes, or those of the project module the model is imported from (where a
+class that module never builds is the model itself, built once per model). A declared
+`arch=transformer` is the user's word and is not second-guessed; any doubt (a loop or
+comprehension that builds or re-applies a block, a second construction, a repeating
+wrapper, attention built outside a class) leaves the premise standing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.context.models import name_arch
 from optax_lint.facts.project.found import line_of
 from optax_lint.syntax.nodes import holds, last_name
 from optax_lint.syntax.walker import Scope, walk
@@ -56,28 +58,52 @@ def _repeated(facts, node: cst.CSTNode, scope: Scope) -> bool:
     return isinstance(node, cst.Call) and last_name(node.func) in _REPEATING
 
 
-def _classes_that_repeat(facts) -> set[str]:
-    """Model classes with a loop in their body: a block built once may still be applied
-    many times there (shared weights), so its count is not known."""
-    out: set[str] = set()
+def _class_loops(facts) -> dict[str, list[cst.CSTNode]]:
+    """The loops in each class's body: a block built once may still be applied many
+    times there (shared weights)."""
+    out: dict[str, list[cst.CSTNode]] = defaultdict(list)
     for loop in facts.raw.loops:
         owner = loop.scope.enclosing_class()
         if owner is not None:
-            out.add(owner.name)
+            out[owner.name].append(loop.node)
     return out
 
 
-def _instances(facts, sites, repeats: set[str], name: str, path: tuple[str, ...]) -> Optional[int]:
+def _reapplied(facts, loops: list, node: cst.CSTNode) -> bool:
+    """A loop of the class that builds `node` may apply it more than once: the loop reads
+    the name the construction is bound to (`self.attention`, `block`), or the binding is
+    not a plain name."""
+    if not loops:
+        return False
+    record = facts.record_of.get(node)
+    target = record.assigned_to if record is not None else None
+    if isinstance(target, cst.Attribute):
+        bound = target.attr.value
+    elif isinstance(target, cst.Name):
+        bound = target.value
+    else:
+        return True
+    for loop in loops:
+        for part in walk(loop):
+            if (isinstance(part, cst.Name) and part.value == bound) or (isinstance(part, cst.Attribute) and part.attr.value == bound):
+                return True
+    return False
+
+
+def _instances(facts, sites, loops: dict, name: str, path: tuple[str, ...], roots: frozenset = frozenset()) -> Optional[int]:
     """How many instances of class `name` the module builds; None when not known (a class
     nothing here builds may be built any number of times elsewhere). A module-level
     function, not a closure: a recursive closure would hold the tree in a reference cycle."""
-    if name in path or name in repeats or not sites.get(name):
+    if name in path:
         return None
+    if not sites.get(name):
+        # the imported model's own class, built by the file that trains it: one model
+        return 1 if name in roots else None
     total = 0
     for owner, node, scope in sites[name]:
-        if _repeated(facts, node, scope):
+        if _repeated(facts, node, scope) or (owner is not None and _reapplied(facts, loops.get(owner), node)):
             return None
-        more = 1 if owner is None else _instances(facts, sites, repeats, owner, path + (name,))
+        more = 1 if owner is None else _instances(facts, sites, loops, owner, path + (name,), roots)
         if more is None:
             return None
         total += more
@@ -87,15 +113,31 @@ def _instances(facts, sites, repeats: set[str], name: str, path: tuple[str, ...]
 def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
     """The one attention layer of the file's model, when the inferred architecture comes
     from this file's classes and the whole module builds exactly one; else None."""
-    if arch is None or getattr(arch, "source", None) != "inferred" or getattr(arch, "by_name", False):
+    if arch is None or getattr(arch, "source", None) != "inferred":
         return None
-    if (getattr(arch, "module", None) or facts) is not facts:
-        return None
+    model_module = getattr(arch, "module", None) or facts
+    roots: frozenset = frozenset()
+    if model_module is not facts:
+        # A model imported from a project module: its classes are read there, and a
+        # class that module never builds is the model itself, built once per model by
+        # the file that trains it (several classes of that kind count together).
+        facts = model_module
+        built = {value for kind, value, _, _, _ in facts.model_index.built_in_classes if kind == "use"}
+        built |= {name for name, _, _ in facts.model_index.used}
+        roots = frozenset(name for name in facts.model_index.classes if name not in built)
     index = facts.model_index
     if any(s.arch == "transformer" and not s.by_name for s in index.direct):
         return None  # attention built outside any class: how often is not known
     attention = index.attention_signals()
-    if not attention:
+    named: list[str] = []
+    if getattr(arch, "by_name", False):
+        # Known by a class name alone: count only when every class named like a
+        # Transformer is an attention layer written by hand (`class MultiHeadAttention`);
+        # each construction of such a class is one attention layer.
+        named = [name for name in index.classes if name_arch(name) == "transformer"]
+        if attention or not named or any("attention" not in name.lower() for name in named):
+            return None
+    elif not attention:
         return None
     sites: dict[str, list[tuple[Optional[str], cst.CSTNode, Scope]]] = defaultdict(list)
     for kind, value, node, scope, owner in index.built_in_classes:
@@ -103,17 +145,26 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
             sites[value].append((owner, node, scope))
     for name, node, scope in index.used:
         sites[name].append((None, node, scope))
-    repeats = _classes_that_repeat(facts)
+    loops = _class_loops(facts)
     layers = 0
     first: Optional[SingleAttentionLayer] = None
     for name, signals in attention.items():
         for signal in signals:
             if signal.scope is None or _repeated(facts, signal.origin.node, signal.scope):
                 return None
-        count = _instances(facts, sites, repeats, name, ())
+            if _reapplied(facts, loops.get(name), signal.origin.node):
+                return None
+        count = _instances(facts, sites, loops, name, (), roots)
         if count is None:
             return None
         layers += count * len(signals)
         if first is None:
             first = SingleAttentionLayer(name, facts, signals[0].origin.node)
+    for name in named:
+        count = _instances(facts, sites, loops, name, (), roots)
+        if count is None:
+            return None
+        layers += count
+        if first is None:
+            first = SingleAttentionLayer(name, facts, index.classes[name].scope.node)
     return first if layers == 1 else None

@@ -97,7 +97,7 @@ _TRANSFORMER_MODEL = re.compile(r"\b(class )?\w*(Transformer|ViT|GPT|Bert|BERT|L
 _NOT_ATTENTION_FAMILY = re.compile(r"Mamba|SSM|Ssm|RWKV|Rwkv|Hyena|RetNet|GateLoop|LinearRNN")
 
 
-def _name_arch(name: str) -> Optional[str]:
+def name_arch(name: str) -> Optional[str]:
     if _NOT_A_MODEL.search(name) or _NOT_ATTENTION_FAMILY.search(name):
         return None
     for arch, pattern in _NAME_ARCH:
@@ -280,7 +280,7 @@ class ModelIndex:
             if name in inner:
                 continue
             signals, _, _ = self.closure(name)
-            if signals or _name_arch(name):
+            if signals or name_arch(name):
                 out.append(name)
         return out
 
@@ -302,7 +302,7 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
     kinds = {s.arch for s in signals if not s.by_name}
     pick = None
     if "transformer" in kinds:
-        if "cnn" in kinds and any(_name_arch(n) == "cnn" for n in names):
+        if "cnn" in kinds and any(name_arch(n) == "cnn" for n in names):
             return None  # a convolutional net with attention blocks (a diffusion UNet): not clear
         if "rnn" in kinds or "gnn" in kinds:
             # a recurrent net with an attention layer (a Bahdanau seq2seq), a graph network
@@ -317,7 +317,7 @@ def _decide(signals: list[Signal], names: list[str]) -> Optional[tuple[str, Sign
         # (`class ViT`, `class Transformer`; a class named only for an attention block,
         # as CNNs have, does not count).
         named = [s for s in signals if s.by_name and s.arch == "transformer" and _TRANSFORMER_MODEL.search(s.label)]
-        if named and not any(_name_arch(n) == "cnn" for n in names):
+        if named and not any(name_arch(n) == "cnn" for n in names):
             return "transformer", named[0], "medium"
         pick = "cnn"
     if pick is not None:
@@ -343,7 +343,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
     names: list[str] = []
     used = [
         name for name, _, scope in index.used
-        if keep(scope) and not _NOT_A_MODEL.search(name) and (index.closure(name)[0] or index.closure(name)[1] or _name_arch(name))
+        if keep(scope) and not _NOT_A_MODEL.search(name) and (index.closure(name)[0] or index.closure(name)[1] or name_arch(name))
     ]
     # Model classes defined here but built elsewhere: only when nothing in this file
     # builds a class at all (else the training code's own model would have shown).
@@ -374,7 +374,7 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         # trainer's `model = Forecaster(...)`): that class is no model, what it builds is.
         for kind, value, node, scope, owner in index.built_in_classes:
             holder = index.classes.get(owner)
-            if holder is None or holder.signals or _name_arch(owner) or not keep(scope):
+            if holder is None or holder.signals or name_arch(owner) or not keep(scope):
                 continue
             if kind == "use":
                 found, imported, reached = index.closure(value)
@@ -456,7 +456,7 @@ def _named_like_models(module, class_names: list[str]) -> list[Signal]:
     index = module.model_index
     out = []
     for name in class_names:
-        arch = _name_arch(name)
+        arch = name_arch(name)
         if arch is not None and not _plain_class(index.classes[name].scope.node):
             out.append(Signal(arch, Origin(module, index.classes[name].scope.node), f"class {name}", by_name=True))
     return out
@@ -498,7 +498,7 @@ def _imported_model(facts, qual: str, node: cst.CSTNode) -> list[Signal]:
             signals, _, reached = index.closure(rest[0])
             out = signals + _named_like_models(module, reached)
             return [Signal(s.arch, s.origin, f"{s.label} ({module.display_path}, used as {short})", s.by_name) for s in out]
-    arch = _name_arch(short)
+    arch = name_arch(short)
     if arch is not None:
         return [Signal(arch, Origin(facts, node), f"{short} (imported model)", by_name=True)]
     return []
@@ -516,7 +516,7 @@ def _may_build_layers(text: str, rest: list[str]) -> bool:
     their parse."""
     if len(rest) != 1 or not re.search(rf"^[ \t]*class[ \t]+{re.escape(rest[0])}\b", text, re.M):
         return False
-    return bool(_LAYER_WORDS.search(text)) or any(_name_arch(name) for name in _CLASS_NAMES.findall(text))
+    return bool(_LAYER_WORDS.search(text)) or any(name_arch(name) for name in _CLASS_NAMES.findall(text))
 
 
 def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scope: Optional[Scope] = None) -> list[Signal]:

@@ -278,8 +278,24 @@ class Project:
         if resolved is None:
             return None
         path, rest = resolved
+        path, rest = self._reexported(path, rest)
         module = self.load(path, need, accept, rest)
         return (module, rest) if module is not None else None
+
+    def _reexported(self, path: str, rest: list[str], depth: int = 3) -> tuple[str, list[str]]:
+        """Follow a name a package's `__init__.py` re-exports (`from .network import
+        SequenceNet`) to the module that defines it; (path, rest) unchanged otherwise."""
+        while depth and rest and os.path.basename(path) == "__init__.py":
+            depth -= 1
+            text = self.text_of(path)
+            source = _reexport_source(text, rest[0]) if text else None
+            if source is None:
+                break
+            resolved = self.resolve(f"{source}.{rest[0]}", os.path.dirname(path))
+            if resolved is None or resolved[0] == path:
+                break
+            path, rest = resolved[0], resolved[1] + list(rest[1:])
+        return path, rest
 
     def imported_paths(self) -> list[str]:
         """Project files the linted file imports (any scope), in order; nothing is read."""
@@ -392,3 +408,19 @@ def _import_qualnames(facts) -> Iterator[str]:
 def defines_get_config(facts) -> bool:
     """Whether the module defines a top-level `get_config()` (an ml_collections config)."""
     return any(s.name == "get_config" and s.parent is facts.raw.module_scope for s in facts.raw.functions.values())
+
+
+_FROM_IMPORT = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)", re.MULTILINE)
+
+
+def _reexport_source(text: str, name: str) -> Optional[str]:
+    """The module an `__init__.py` imports `name` from, under its own name, or None."""
+    if name not in text:
+        return None
+    for match in _FROM_IMPORT.finditer(text):
+        names = match.group(2).strip("() \t\r\n")
+        for item in names.replace("\\", " ").split(","):
+            words = item.split()
+            if words and words[0] == name and (len(words) == 1 or words[-1] == name):
+                return match.group(1)
+    return None
