@@ -36,7 +36,7 @@ class DecayWithoutMask(Rule):
                     value = decay_value(facts, node)
                     if value is not None and value < negligible:
                         continue  # adamw's default 1e-4 and the like: no regularization to aim
-                    shrink = _run_shrink(facts, node, value)
+                    shrink = _run_shrink(facts, node, value, float(ctx.option("negligible_step_decay")))
                     if shrink is not None and shrink < float(ctx.option("negligible_shrink")):
                         continue  # the whole run's decay moves a scale or bias by a few percent at most
                     candidates.append((pipeline, node))
@@ -88,18 +88,28 @@ def _selected_elsewhere(pipelines: list[Pipeline]) -> set[int]:
     return {id(node.call) for pipeline in pipelines for node in pipeline.nodes() if node.call is not None and _under_selection(node)}
 
 
-def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
+def _run_shrink(facts, node: TxNode, decay: Optional[float], step_floor: float) -> Optional[float]:
     """The most the decay can shrink a parameter over the whole run, 1 - exp(-lr x wd x
     steps) with the peak rate (decoupled decay multiplies each weight by 1 - lr x wd per
     step; a gradient that pushes back only makes it less), when the optimizer's own rate,
-    its decay and a run length read with high confidence (or declared) are all known;
-    None otherwise."""
+    its decay and a run length read with high confidence (or declared) are all known.
+    With the length not known that firmly, 0.0 when one step's decay at the peak rate is
+    at most `step_floor` (fine-tuning rates: a 5% shrink would take 50,000 steps or more
+    at the peak); None otherwise."""
     if decay is None or node.args is None or node.kind != "alias":
+        return None
+    peak = _peak_rate(facts, node)
+    if peak is None:
         return None
     steps = context_number(facts, "steps")
     entry = context_value(facts, "steps")
     if steps is None or entry is None or not entry.firm:
-        return None
+        return 0.0 if peak * float(decay) <= step_floor else None
+    return 1.0 - math.exp(-peak * float(decay) * float(steps))
+
+
+def _peak_rate(facts, node: TxNode) -> Optional[float]:
+    """The optimizer's learning rate at its peak, as the project holds it, or None."""
     expr = node.args.expr("learning_rate")
     if expr is None:
         return None
@@ -111,7 +121,7 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float]) -> Optional[float]:
         peak = project_value(facts, expr, node.scope)
     if not is_number(peak) or peak <= 0:
         return None
-    return 1.0 - math.exp(-float(peak) * float(decay) * float(steps))
+    return float(peak)
 
 
 def _arg_value(facts, schedule, param: str):
