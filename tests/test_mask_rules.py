@@ -218,3 +218,31 @@ def test_opx109_layers_from_a_local_partial_leave_the_names_open() -> None:
     """
     (only,) = _messages(alone, {"OPX109"})
     assert "can never be true: the parameters of Grid are named grid" in only[1]
+
+
+_FINE_TUNE = textwrap.dedent("""
+    import argparse
+    import jax
+    import optax
+    from transformers import FlaxBertForSequenceClassification
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--learning-rate", type=float, default={lr})
+    args = parser.parse_args()
+    model = FlaxBertForSequenceClassification.from_pretrained("bert-base-uncased")
+    tx = optax.adamw(learning_rate=args.learning_rate, weight_decay=0.01)
+    params = model.params
+    opt_state = tx.init(params)
+    for batch in load_batches():
+        grads = jax.grad(loss)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+""")
+
+
+@pytest.mark.parametrize("lr, reported", [("2e-5", False), ("1e-4", False), ("3e-4", True)])
+def test_opx108_with_no_run_length_weighs_one_step_of_decay(lr: str, reported: bool) -> None:
+    """lr x wd at most 1e-6 per step (1e-4 x 0.01 included, despite its floating-point
+    product 1.0000000000000002e-06) needs 50,000+ steps to shrink a scale by 5%."""
+    codes = [code for _, code in _codes(_FINE_TUNE.format(lr=lr), {"OPX108"})]
+    assert codes == (["OPX108"] if reported else [])

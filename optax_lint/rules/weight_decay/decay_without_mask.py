@@ -104,7 +104,8 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float], step_floor: float) 
     steps = context_number(facts, "steps")
     entry = context_value(facts, "steps")
     if steps is None or entry is None or not entry.firm:
-        return 0.0 if peak * float(decay) <= step_floor else None
+        # a hair of slack: 1e-4 x 0.01 is 1.0000000000000002e-06 in floating point
+        return 0.0 if peak * float(decay) <= step_floor * (1 + 1e-9) else None
     return 1.0 - math.exp(-peak * float(decay) * float(steps))
 
 
