@@ -137,6 +137,11 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
         named = [name for name in index.classes if name_arch(name) == "transformer"]
         if attention or not named or any("attention" not in name.lower() for name in named):
             return None
+        # ...and the name the architecture rests on is one of them (`class MultiHeadAttention
+        # (...)`), not an imported model known by its name (`NanoGPT (imported model)`).
+        detail = str(getattr(arch, "detail", "") or "")
+        if not detail.startswith("class ") or detail.split()[1] not in named:
+            return None
     elif not attention:
         return None
     sites: dict[str, list[tuple[Optional[str], cst.CSTNode, Scope]]] = defaultdict(list)
