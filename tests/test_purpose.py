@@ -350,3 +350,26 @@ def test_a_loop_over_a_datasets_own_enumerate_is_read_promptly() -> None:
 
     assert not over_range(cst.parse_expression("train_ds.enumerate()"))
     assert over_range(cst.parse_expression("enumerate(tqdm(range(10)))"))
+
+
+def test_test_code_is_test_functions_and_the_helpers_only_they_call() -> None:
+    src = textwrap.dedent("""
+        def _only_for_tests():
+            pass
+
+        def shared():
+            pass
+
+        def main():
+            shared()
+
+        def test_a():
+            _only_for_tests()
+            shared()
+
+        class TestB:
+            def test_c(self):
+                _only_for_tests()
+    """)
+    facts = ModuleFacts(cst.parse_module(src), "model.py", text=src)
+    assert facts.test_code == ((11, 13), (16, 17), (2, 3))

@@ -8,7 +8,8 @@ applied to the facts about the file (facts/context/purpose.py, facts/intended.py
     tests, benchmarks and toy demos) or the user declares its run context. When that
     the code trains is inferred from a weak signal (a name alone), or the model it
     cites is known by its class name alone, the finding is advice (info) and says
-    what was inferred from where.
+    what was inferred from where. Inside a file that trains, its test functions (and
+    the module-level helpers only they call) are still tests: no finding there.
   - "optimizer-code" (the default, a defect): reported wherever the defect is real,
     except inside a test function that never steps an optimizer (it builds one only
     to look at its state).
@@ -52,6 +53,8 @@ def judge_by_purpose(findings: list, facts, catalogue: dict[str, RuleSpec]) -> l
         line = finding.span.line
         if about == OPTIMIZER_CODE and any(start <= line <= end for start, end in facts.unstepped_tests):
             continue
+        if about == TRAINING_RUNS and any(start <= line <= end for start, end in facts.test_code):
+            continue  # a test (or a helper only tests call) is no training run
         if about == TRAINING_RUNS and finding.severity is not Severity.INFO:
             weak = _weak_signal(finding, facts)
             if weak:

@@ -288,6 +288,13 @@ class ModuleFacts:
         return unstepped_tests(self)
 
     @functools.cached_property
+    def test_code(self) -> tuple[tuple[int, int], ...]:
+        """Line ranges of test functions and the helpers only they call (context/purpose.py)."""
+        from optax_lint.facts.context.purpose import test_code
+
+        return test_code(self)
+
+    @functools.cached_property
     def declares_context(self) -> bool:
         """Whether the user declared any of the run context (command line, pragma, config)."""
         from optax_lint.facts.file_role import declares_context

@@ -506,6 +506,35 @@ def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def test_code(facts) -> tuple[tuple[int, int], ...]:
+    """Line ranges (first, last) of the file's test code: the `test*` functions (and
+    methods of Test classes), and the module-level functions that only they call (an
+    `_overfit(model, batch)` helper of the tests). Advice about how to train has nothing
+    to say there, whatever else the file does: a test is no training run."""
+    tests = [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
+    if not tests:
+        return ()
+    callers: dict[int, list] = {}
+    for record in facts.raw.calls:
+        func = record.node.func
+        if isinstance(func, cst.Name):
+            _, bindings = lookup(func.value, record.scope)
+            if len(bindings) == 1 and bindings[0].kind == "def":
+                target = facts.raw.functions.get(bindings[0].node)
+                if target is not None and target.parent is facts.raw.module_scope:
+                    callers.setdefault(id(target), []).append(record.scope)
+    helpers = [
+        scope for scope in facts.raw.functions.values()
+        if scope.parent is facts.raw.module_scope and _outermost_test(scope) is None
+        and callers.get(id(scope)) and all(_outermost_test(c) is not None for c in callers[id(scope)])
+    ]
+    out = []
+    for scope in tests + helpers:
+        span = facts.source_positions.span(scope.node)
+        out.append((span.line, span.end_line))
+    return tuple(out)
+
+
 def _in_test(scope: Optional[Scope]) -> bool:
     """Inside a `test*` function, a Test class, or a class deriving from a TestCase."""
     if in_test_function(scope):
