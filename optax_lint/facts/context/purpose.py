@@ -479,6 +479,19 @@ class _Reader:
         return None
 
 
+def _calls_of_local_functions(facts):
+    """(call record, the function's scope) for each call by name of a function the file
+    defines once."""
+    for record in facts.raw.calls:
+        func = record.node.func
+        if isinstance(func, cst.Name):
+            _, bindings = lookup(func.value, record.scope)
+            if len(bindings) == 1 and bindings[0].kind == "def":
+                target = facts.raw.functions.get(bindings[0].node)
+                if target is not None:
+                    yield record, target
+
+
 def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     """Line ranges (first, last) of the test functions in which no optimizer takes a
     step: a defect rule has nothing to say there, the optimizer is built to look at."""
@@ -488,15 +501,9 @@ def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     stepping = set()
     for site in facts.update_sites:
         stepping.add(id(_outermost_test(site.record.scope)))
-    for record in facts.raw.calls:
-        func = record.node.func
-        if isinstance(func, cst.Name):
-            _, bindings = lookup(func.value, record.scope)
-            if len(bindings) == 1 and bindings[0].kind == "def":
-                target = facts.raw.functions.get(bindings[0].node)
-                if target is not None and any(site.record.scope is target or _inside(site.record.scope, target)
-                                              for site in facts.update_sites):
-                    stepping.add(id(_outermost_test(record.scope)))
+    for record, target in _calls_of_local_functions(facts):
+        if any(site.record.scope is target or _inside(site.record.scope, target) for site in facts.update_sites):
+            stepping.add(id(_outermost_test(record.scope)))
     out = []
     for scope in tests:
         if id(scope) in stepping:
@@ -515,14 +522,9 @@ def test_code(facts) -> tuple[tuple[int, int], ...]:
     if not tests:
         return ()
     callers: dict[int, list] = {}
-    for record in facts.raw.calls:
-        func = record.node.func
-        if isinstance(func, cst.Name):
-            _, bindings = lookup(func.value, record.scope)
-            if len(bindings) == 1 and bindings[0].kind == "def":
-                target = facts.raw.functions.get(bindings[0].node)
-                if target is not None and target.parent is facts.raw.module_scope:
-                    callers.setdefault(id(target), []).append(record.scope)
+    for record, target in _calls_of_local_functions(facts):
+        if target.parent is facts.raw.module_scope:
+            callers.setdefault(id(target), []).append(record.scope)
     helpers = [
         scope for scope in facts.raw.functions.values()
         if scope.parent is facts.raw.module_scope and _outermost_test(scope) is None
