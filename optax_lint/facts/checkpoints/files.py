@@ -11,7 +11,7 @@ import libcst as cst
 from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import last_name, node_text
-from optax_lint.syntax.walker import CallRecord, Scope
+from optax_lint.syntax.walker import CallRecord, Scope, walk
 
 
 def file_path(facts, expr: Optional[cst.BaseExpression], scope: Scope, record: CallRecord) -> Optional[cst.BaseExpression]:
@@ -107,4 +107,32 @@ def read_back_for_evaluation(facts, record: CallRecord, path: Optional[cst.BaseE
             continue
         if any(isinstance(arg.value, cst.Name) and arg.value.value == path.value for arg in other.node.args):
             return True
+    return False
+
+
+_POSITION_KEY = re.compile(r"(^|_)(step|steps|epoch|epochs|iteration|iter)(_|$)", re.IGNORECASE)
+
+
+def directory_per_save(facts, site) -> bool:
+    """An orbax checkpointer (not a CheckpointManager, which keeps its own few) writing
+    each save to a path built from a loop's counter (`f"ckpt/epoch{epoch}_step{step}"`):
+    one numbered directory per save, all kept, like flax's keep-all, when what it writes
+    does not record the run's position (a step or an epoch entry marks a resume point)."""
+    if site.api != "orbax" or site.path is None or "CheckpointManager" in site.method:
+        return False
+    if any(_POSITION_KEY.search(key) for key in site.payload.keys()):
+        return False  # it records where the run stands ('step', 'epoch'): a point to resume from
+    scope = site.record.scope
+    path = site.path
+    if isinstance(path, cst.Name):
+        _, bindings = lookup(path.value, scope)
+        reaching = facts.raw.reaching_binding(bindings, site.record.statement) if bindings else None
+        if reaching is None or reaching.kind != "assign" or reaching.value is None:
+            return False
+        path = reaching.value
+    for part in walk(path):
+        if isinstance(part, cst.Name):
+            _, bindings = lookup(part.value, scope)
+            if bindings and all(b.kind == "for" for b in bindings):
+                return True
     return False

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.checkpoints.continues import trains_after
-from optax_lint.facts.checkpoints.files import read_back_for_evaluation
+from optax_lint.facts.checkpoints.files import directory_per_save, read_back_for_evaluation
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
@@ -81,7 +81,8 @@ class CheckpointMissingOptState(Rule):
                 continue  # a one-off export after training is not a resume checkpoint
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
-            if site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record) or _keeps_every_save(site):
+            if (site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record)
+                    or _keeps_every_save(site) or directory_per_save(ctx.facts, site)):
                 # a plain serializer's file, the best epoch kept as the selected model, or a
                 # numbered series kept whole: an export, unless training continues from
                 # something read back
