@@ -112,7 +112,8 @@ def _instances(facts, sites, loops: dict, name: str, path: tuple[str, ...], root
 
 def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
     """The one attention layer of the file's model, when the inferred architecture comes
-    from this file's classes and the whole module builds exactly one; else None."""
+    from the model's classes (this file's, or those of the project module the model is
+    imported from) and that module builds exactly one; else None."""
     if arch is None or getattr(arch, "source", None) != "inferred":
         return None
     model_module = getattr(arch, "module", None) or facts
@@ -122,9 +123,7 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
         # class that module never builds is the model itself, built once per model by
         # the file that trains it (several classes of that kind count together).
         facts = model_module
-        built = {value for kind, value, _, _, _ in facts.model_index.built_in_classes if kind == "use"}
-        built |= {name for name, _, _ in facts.model_index.used}
-        roots = frozenset(name for name in facts.model_index.classes if name not in built)
+        roots = frozenset(facts.model_index.roots())
     index = facts.model_index
     if any(s.arch == "transformer" and not s.by_name for s in index.direct):
         return None  # attention built outside any class: how often is not known
