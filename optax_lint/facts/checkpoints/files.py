@@ -1,5 +1,6 @@
 """Where a save writes and a restore reads when the call takes a file or bytes: the path
-opened for `f` in `pickle.dump(x, f)`, `f.write(to_bytes(x))`, `from_bytes(t, f.read())`."""
+opened for `f` in `pickle.dump(x, f)`, `f.write(to_bytes(x))`, `from_bytes(t, f.read())`;
+and saves that write a numbered series of snapshots rather than one resume point."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Optional
 
 import libcst as cst
 
+from optax_lint.facts.checkpoints.vocabulary import POSITION_KEY
+from optax_lint.facts.parallel.calls import keyword_arg
 from optax_lint.syntax.arguments import call_arg_expr
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import last_name, node_text
+from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import CallRecord, Scope, walk
 
 
@@ -110,7 +114,23 @@ def read_back_for_evaluation(facts, record: CallRecord, path: Optional[cst.BaseE
     return False
 
 
-_POSITION_KEY = re.compile(r"(^|_)(step|steps|epoch|epochs|iteration|iter)(_|$)", re.IGNORECASE)
+# flax's `keep` at or above this never deletes a snapshot in any real run: every saved
+# step stays (as `keep=1_000_000` for a sampler that reads chosen epochs back).
+_KEEP_ALL = 10_000
+
+
+def snapshot_series(facts, site) -> bool:
+    """A save that writes a numbered series of snapshots, all kept, where a resume
+    checkpoint keeps the latest one or few: a flax save told to keep every step
+    (`keep=1e6`; flax's default is 1), or an orbax checkpointer writing each save to a
+    directory of its own (`directory_per_save`)."""
+    if site.api == "flax_checkpoints":
+        arg = keyword_arg(site.call, "keep")
+        if arg is None:
+            return False
+        value = value_of(arg.value, site.record.scope)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= _KEEP_ALL
+    return directory_per_save(facts, site)
 
 
 def directory_per_save(facts, site) -> bool:
@@ -120,7 +140,7 @@ def directory_per_save(facts, site) -> bool:
     does not record the run's position (a step or an epoch entry marks a resume point)."""
     if site.api != "orbax" or site.path is None or "CheckpointManager" in site.method:
         return False
-    if any(_POSITION_KEY.search(key) for key in site.payload.keys()):
+    if any(POSITION_KEY.search(key) for key in site.payload.keys()):
         return False  # it records where the run stands ('step', 'epoch'): a point to resume from
     scope = site.record.scope
     path = site.path

@@ -75,6 +75,11 @@ NON_OPT_KEYS = frozenset(
     }
 )
 
+# A checkpoint entry that records where the run stands (`step`, `epoch`, `train_step`):
+# what a resume reads back.
+POSITION_KEY = re.compile(r"(^|_)(step|steps|epoch|epochs|iteration|iter)(_|$)", re.IGNORECASE)
+
+
 
 def orbax_member(qualname: Optional[str]) -> Optional[str]:
     """'orbax.checkpoint.args.StandardSave' -> 'StandardSave'; None outside orbax, and

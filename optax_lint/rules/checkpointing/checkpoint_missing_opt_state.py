@@ -8,16 +8,14 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.checkpoints.continues import trains_after
-from optax_lint.facts.checkpoints.files import directory_per_save, read_back_for_evaluation
+from optax_lint.facts.checkpoints.files import read_back_for_evaluation, snapshot_series
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
-from optax_lint.facts.parallel.calls import keyword_arg
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.rules.checkpointing.wording import call_text
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.values import value_of
 from optax_lint.syntax.walker import Scope
 
 
@@ -47,24 +45,6 @@ def _what(payload: Payload, written: Optional[cst.BaseExpression]) -> str:
 _SERIALIZERS = frozenset({"pickle", "numpy", "flax_serialization"})
 
 
-# flax's `keep` at or above this never deletes a snapshot in any real run: every saved
-# step stays (as `keep=1_000_000` for a sampler that reads chosen epochs back).
-_KEEP_ALL = 10_000
-
-
-def _keeps_every_save(site: SaveSite) -> bool:
-    """A flax checkpoint save told to keep every step it writes (`keep=1e6`): a numbered
-    series of snapshots for other programs, where a resume checkpoint keeps the latest
-    one or few (flax's default is 1)."""
-    if site.api != "flax_checkpoints":
-        return False
-    arg = keyword_arg(site.call, "keep")
-    if arg is None:
-        return False
-    value = value_of(arg.value, site.record.scope)
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= _KEEP_ALL
-
-
 class CheckpointMissingOptState(Rule):
     code = "OPX501"
 
@@ -82,7 +62,7 @@ class CheckpointMissingOptState(Rule):
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
             if (site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record)
-                    or _keeps_every_save(site) or directory_per_save(ctx.facts, site)):
+                    or snapshot_series(ctx.facts, site)):
                 # a plain serializer's file, the best epoch kept as the selected model, or a
                 # numbered series kept whole: an export, unless training continues from
                 # something read back
