@@ -492,10 +492,15 @@ def _calls_of_local_functions(facts):
                     yield record, target
 
 
+def _test_functions(facts) -> list[Scope]:
+    """The outermost `test*` functions (and methods of Test classes) of the file."""
+    return [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
+
+
 def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     """Line ranges (first, last) of the test functions in which no optimizer takes a
     step: a defect rule has nothing to say there, the optimizer is built to look at."""
-    tests = [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
+    tests = _test_functions(facts)
     if not tests:
         return ()
     stepping = set()
@@ -518,7 +523,7 @@ def test_code(facts) -> tuple[tuple[int, int], ...]:
     methods of Test classes), and the module-level functions that only they call (an
     `_overfit(model, batch)` helper of the tests). Advice about how to train has nothing
     to say there, whatever else the file does: a test is no training run."""
-    tests = [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
+    tests = _test_functions(facts)
     if not tests:
         return ()
     callers: dict[int, list] = {}
