@@ -623,6 +623,24 @@ def test_params_estimate_formula():
     assert facts_of(src.replace("nn.SelfAttention(12)", "nn.Conv(8, (3, 3))").replace("GPT", "Net")).run_context.get("params") is None
 
 
+def test_params_estimate_encoder_decoder_and_heads_times_head_size():
+    """T5's config: num_layers is the encoder's, num_decoder_layers the decoder's, whose
+    layers add cross-attention; with no width field the width is num_heads x d_kv."""
+    src = LINEN_HEAD + (
+        "class T5(nn.Module):\n    num_layers: int = 6\n    num_decoder_layers: int = 4\n    num_heads: int = 8\n"
+        "    d_kv: int = 64\n    d_ff: int = 2048\n    vocab_size: int = 32128\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(8)(x)\n\nT5()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    d = 8 * 64
+    assert entry.value == 6 * (4 * d * d + 2 * d * 2048) + 4 * (8 * d * d + 2 * d * 2048) + 32128 * d
+    assert "L=6+4 (num_layers, num_decoder_layers" in entry.detail and "d=512 (num_heads x d_kv)" in entry.detail
+    # A decoder-only stack named for its decoder is one plain stack.
+    decoder_only = src.replace("    num_layers: int = 6\n", "")
+    assert facts_of(decoder_only).run_context.get("params").value == 4 * (4 * d * d + 2 * d * 2048) + 32128 * d
+    # Heads without a head size give no width.
+    assert facts_of(src.replace("    d_kv: int = 64\n", "")).run_context.get("params") is None
+
 # ---------------------------------------------------------------------------
 # Config sources, in the file and across files
 

@@ -45,10 +45,25 @@ _LOADER = re.compile(r"^Load\w*(Checkpoint|Pretrained|Params|Weights)$|^(load|re
 # Model constructors that read trained weights (tunix's `create_model_from_checkpoint`,
 # `create_model_from_safe_tensors`): what they build is already trained.
 _BUILT_FROM_WEIGHTS = re.compile(r"^create_model_from_(checkpoint|safe_?tensors|pretrained|hf\w*)$|^from_safe_?tensors$")
-_L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "num_decoder_layers", "layers", "num_blocks")
+_L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "layers", "num_blocks")
+# An encoder-decoder's two stacks (T5's num_layers is its encoder's: num_decoder_layers beside it)
+_ENC_NAMES = ("enc_depth", "num_encoder_layers", "encoder_layers", "n_enc_layers", "enc_layers", "num_enc_layers", "encoder_depth")
+_DEC_NAMES = ("dec_depth", "num_decoder_layers", "decoder_layers", "n_dec_layers", "dec_layers", "num_dec_layers", "decoder_depth")
 _D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
 _FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner")
+# A width given as heads x head size (T5's num_heads x d_kv)
+_HEADS_NAMES = ("num_heads", "n_heads", "n_head", "num_attention_heads", "heads")
+_HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "head_size")
+_DEPTH_NAMES = _L_NAMES + _ENC_NAMES + _DEC_NAMES
+_SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES)
+
+
+def _sizes_a_model(keys) -> bool:
+    """Names that give both a depth and a width (directly, or as heads x head size)."""
+    keys = set(keys)
+    width = keys & set(_D_NAMES) or (keys & set(_HEADS_NAMES) and keys & set(_HEAD_SIZE_NAMES))
+    return bool(keys & set(_DEPTH_NAMES) and width)
 
 
 def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
@@ -291,14 +306,14 @@ def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
 def _size_groups(inf: Evidence):
     """Candidate {name: Found} groups that describe one Transformer's size."""
     facts = inf.facts
-    wanted = set(_L_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES)
+    wanted = _SIZE_NAMES
     # 1. arguments of a call that sets both layers and width: by keyword, or passed by
     # position as a variable named for what it holds (`NanoGPT(key, vocab_size, n_emb,
     # block_size, n_head, n_layer)`)
     for record in facts.raw.calls:
         named = [(_arg_name(a), a) for a in record.node.args]
         keys = {key for key, _ in named if key is not None}
-        if keys & set(_L_NAMES) and keys & set(_D_NAMES):
+        if _sizes_a_model(keys):
             group = {}
             for key, arg in named:
                 if key in wanted and key not in group:
@@ -309,10 +324,10 @@ def _size_groups(inf: Evidence):
     # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
     project = facts.project
     modules = [facts]
-    for module in modules + (project.imported_modules(_L_NAMES) if project.file else []):
+    for module in modules + (project.imported_modules(_DEPTH_NAMES) if project.file else []):
         mc = config_of(module, project)
         for info in mc.classes.values():
-            if set(info.fields) & set(_L_NAMES) and set(info.fields) & set(_D_NAMES):
+            if _sizes_a_model(info.fields):
                 evaluator = ConfigEvaluator(module, project)
                 group = {}
                 for name in info.fields:
@@ -323,7 +338,7 @@ def _size_groups(inf: Evidence):
                 yield group
     # 3. ml_collections configs: one (sub)dict that has both
     if project.file:
-        for module in project.config_modules(_L_NAMES):
+        for module in project.config_modules(_DEPTH_NAMES):
             entries = config_of(module, project).ml
             prefixes: dict[tuple, dict] = {}
             for key, found in entries.items():
@@ -349,17 +364,43 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
                 return name, found
         return None
 
-    layers, width, vocab, ff = pick(_L_NAMES), pick(_D_NAMES), pick(_V_NAMES), pick(_FF_NAMES)
-    if layers is None or width is None:
+    plain, enc, dec = pick(_L_NAMES), pick(_ENC_NAMES), pick(_DEC_NAMES)
+    width, vocab, ff = pick(_D_NAMES), pick(_V_NAMES), pick(_FF_NAMES)
+    heads, head_size = pick(_HEADS_NAMES), pick(_HEAD_SIZE_NAMES)
+    # the encoder's depth: its own name, else T5's num_layers beside num_decoder_layers
+    encoder = enc or (plain if dec else None)
+    if encoder and dec:
+        stacks = [(encoder, 4), (dec, 8)]  # a decoder layer adds cross-attention: 4 d^2 more
+    elif enc or dec or plain:
+        stacks = [(plain or enc or dec, 4)]
+    else:
         return None
-    L, d = int(layers[1].value), int(width[1].value)
+    used = [found for (_, found), _ in stacks]
+    if width is not None:
+        d, width_terms = int(width[1].value), f"d={int(width[1].value)} ({width[0]})"
+        used.append(width[1])
+    elif heads is not None and head_size is not None:
+        d = int(heads[1].value) * int(head_size[1].value)
+        width_terms = f"d={d} ({heads[0]} x {head_size[0]})"
+        used += [heads[1], head_size[1]]
+    else:
+        return None
     d_ff = int(ff[1].value) if ff else 4 * d
     V = int(vocab[1].value) if vocab else 0
-    total = L * (4 * d * d + 2 * d * d_ff) + V * d
-    used = [layers[1], width[1]] + ([ff[1]] if ff else []) + ([vocab[1]] if vocab else [])
+    total = sum(int(found.value) * (attention * d * d + 2 * d * d_ff) for (_, found), attention in stacks) + V * d
+    used += ([ff[1]] if ff else []) + ([vocab[1]] if vocab else [])
     confidence = "medium"
     for found in used:
         confidence = weaker(confidence, found.confidence)
-    terms = f"L={L} ({layers[0]}), d={d} ({width[0]}), d_ff={d_ff} ({ff[0] if ff else '4d'})" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
-    detail = f"estimated L*(4d^2 + 2*d*d_ff) + V*d with {terms}"
-    return total, detail, confidence, width[1].origin or layers[1].origin
+    if len(stacks) == 2:
+        (enc_name, enc_found), (dec_name, dec_found) = stacks[0][0], stacks[1][0]
+        depth_terms = f"L={int(enc_found.value)}+{int(dec_found.value)} ({enc_name}, {dec_name}; decoder layers with cross-attention)"
+        formula = "L_enc*(4d^2 + 2*d*d_ff) + L_dec*(8d^2 + 2*d*d_ff) + V*d"
+    else:
+        (name, found), _ = stacks[0]
+        depth_terms = f"L={int(found.value)} ({name})"
+        formula = "L*(4d^2 + 2*d*d_ff) + V*d"
+    terms = f"{depth_terms}, {width_terms}, d_ff={d_ff} ({ff[0] if ff else '4d'})" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
+    detail = f"estimated {formula} with {terms}"
+    origin = (width[1] if width is not None else heads[1]).origin or used[0].origin
+    return total, detail, confidence, origin
