@@ -982,6 +982,26 @@ def test_a_parameter_takes_the_value_every_call_in_the_module_passes():
     assert value(facts_of(method), "steps") is None
 
 
+def test_a_parameters_attribute_is_read_on_the_namespace_the_callers_pass():
+    """`args.max_steps` inside `train(args)`, where the module passes an
+    argparse.Namespace built from keywords: the keyword's value, at medium confidence."""
+    train = "def train(args):\n    for i in range(args.max_steps):\n        state = train_step(state, args.batch)\n"
+    launch = "\nimport argparse\nif __name__ == '__main__':\n    args = argparse.Namespace(max_steps=3000, batch=16, seed=0)\n    train(args)\n"
+    f = facts_of(STEP + train + launch)
+    steps = f.run_context.get("steps")
+    assert steps.value == 3000 and steps.confidence == "medium"
+    assert value(f, "batch_per_device") == 16
+    inline = "\nfrom types import SimpleNamespace\ntrain(SimpleNamespace(max_steps=500, batch=8))\n"
+    assert value(facts_of(STEP + train + inline), "steps") == 500
+    for unknown in (
+        launch + "    args.max_steps = 10\n",  # set again after it is built
+        launch.replace("max_steps=3000, ", ""),  # not given to the namespace
+        launch + "    train(argparse.Namespace(max_steps=20, batch=16))\n",  # two calls disagree
+        launch.replace("argparse.Namespace", "make_args"),  # not a namespace
+    ):
+        assert value(facts_of(STEP + train + unknown), "steps") is None, unknown
+
+
 _FACTORY = {
     "models/gnn.py": LINEN_HEAD + """
 class MessagePassing(nn.Module):

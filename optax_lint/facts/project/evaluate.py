@@ -296,34 +296,20 @@ class ConfigEvaluator(Evaluator):
         (`train_transformer(training_steps=100)` from `main`): what running this module
         does, so medium confidence. None when the function has no such call, a call leaves
         the parameter out or spreads *args/**kwargs, two calls disagree, or it is a method."""
-        fn = binding.scope
-        param = binding.node
-        if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
+        passed = _passed_arguments(self.facts, binding)
+        if not passed:
             return None
-        if fn.parent is None or fn.parent.kind == "class":
+        found_all = [self.eval(arg.value, scope, depth + 1) for arg, scope in passed]
+        return _all_agree(found_all, f"passed for {binding.name} by the call of {binding.scope.name}()")
+
+    def passed_path(self, binding: Binding, names: list[str], depth: int) -> Optional[Found]:
+        """`args.lr` inside `train(args)`, read on the object every call in this module
+        passes (`train(argparse.Namespace(lr=1e-5, ...))`, or a name bound to one)."""
+        passed = _passed_arguments(self.facts, binding)
+        if not passed or depth >= self.max_depth:
             return None
-        positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
-        index = next((i for i, p in enumerate(positional) if p is param), None)
-        found_all: list[Found] = []
-        for record in self.facts.calls_by_bare_name.get(fn.name, ()):
-            _, targets = lookup(fn.name, record.scope)
-            if len(targets) != 1 or targets[0].node is not fn.node:
-                continue
-            args = record.node.args
-            if any(a.star for a in args):
-                return None
-            arg = next((a for a in args if a.keyword is not None and a.keyword.value == binding.name), None)
-            if arg is None and index is not None and index < len(args) and args[index].keyword is None:
-                arg = args[index]
-            if arg is None:
-                return None
-            found = self.eval(arg.value, record.scope, depth + 1)
-            if not isinstance(found, Found):
-                return None
-            found_all.append(found)
-        if not found_all or any(f.value != found_all[0].value for f in found_all[1:]):
-            return None
-        return found_all[0].capped("medium", f"passed for {binding.name} by the call of {fn.name}()")
+        found_all = [self.path_of_value(arg.value, scope, names, depth + 1) for arg, scope in passed]
+        return _all_agree(found_all, f"{binding.name}.{'.'.join(names)} as the call of {binding.scope.name}() passes it")
 
     def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
         """An attribute path on a config object or a module; why a call or a subscript
@@ -428,6 +414,8 @@ class ConfigEvaluator(Evaluator):
             return self.hf_dataclass_path(func.value, binding.index[0], scope, names, depth)
         if binding.index:
             return Unknown("unpacked from a call")
+        if names and self.facts.canonical(func, scope) in _NAMESPACES:
+            return self.namespace_field(call, binding, names, depth)
         if isinstance(func, (cst.Name, cst.Attribute)):
             short = func.attr.value if isinstance(func, cst.Attribute) else func.value
             info, confidence = self.class_of(func, scope)
@@ -452,6 +440,20 @@ class ConfigEvaluator(Evaluator):
                 if len(values) == 1 and isinstance(values[0], (cst.Call, cst.Attribute, cst.Name)):
                     return self.path_of_value(values[0], fn, names, depth + 1)
         return Unknown("value of a call")
+
+    def namespace_field(self, call: cst.Call, binding, names: list[str], depth: int):
+        """`args = argparse.Namespace(lr=1e-5, ...)`: `args.lr` is the keyword's value,
+        unless the scope sets `args.lr` again."""
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == names[0]), None)
+        if arg is None or any(a.star for a in call.args):
+            return Unknown(f"{binding.name}.{names[0]} is not given to the namespace")
+        for target, _, scope in self.facts.raw.attribute_stores:
+            if scope is binding.scope and target.attr.value == names[0] and isinstance(target.value, cst.Name) and target.value.value == binding.name:
+                return Unknown(f"{binding.name}.{names[0]} is set again")
+        found = self.eval(arg.value, binding.scope, depth + 1)
+        if len(names) > 1:
+            return _dig(found.value, names[1:], found.origin, found.confidence) if isinstance(found, Found) else found
+        return found
 
     def hf_dataclass_path(self, parser: cst.BaseExpression, index: int, scope: Scope, names: list[str], depth: int):
         """`model_args, data_args, training_args = parser.parse_args_into_dataclasses()`
@@ -513,6 +515,10 @@ class ConfigEvaluator(Evaluator):
             info, _ = self.class_of(annotation, binding.scope.parent or binding.scope)
             if info is not None:
                 return ConfigEvaluator(_facts_of(info, self), self.project).class_field(info, names, "medium", depth)
+        if names:
+            passed = self.passed_path(binding, names, depth)
+            if passed is not None:
+                return passed
         if _CONFIG_ROOT.search(root):
             return self.fallback(root, names)
         return Unknown(f"'{root}' is a parameter")
@@ -756,6 +762,48 @@ class ConfigEvaluator(Evaluator):
         except (KeyError, IndexError, TypeError):
             return Unknown("subscript")
         return Found(value, weaker(base.confidence, key.confidence), base.origin, base.detail)
+
+
+# Objects whose attributes are the keywords they are built with.
+_NAMESPACES = frozenset({"argparse.Namespace", "types.SimpleNamespace"})
+
+
+def _passed_arguments(facts, binding: Binding) -> Optional[list[tuple[cst.Arg, Scope]]]:
+    """The argument every call of the parameter's function in this module passes for it,
+    with the caller's scope; None when there is no call, a call leaves the parameter out
+    or spreads *args/**kwargs, or the function is a method."""
+    fn = binding.scope
+    param = binding.node
+    if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
+        return None
+    if fn.parent is None or fn.parent.kind == "class":
+        return None
+    positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
+    index = next((i for i, p in enumerate(positional) if p is param), None)
+    passed = []
+    for record in facts.calls_by_bare_name.get(fn.name, ()):
+        _, targets = lookup(fn.name, record.scope)
+        if len(targets) != 1 or targets[0].node is not fn.node:
+            continue
+        args = record.node.args
+        if any(a.star for a in args):
+            return None
+        arg = next((a for a in args if a.keyword is not None and a.keyword.value == binding.name), None)
+        if arg is None and index is not None and index < len(args) and args[index].keyword is None:
+            arg = args[index]
+        if arg is None:
+            return None
+        passed.append((arg, record.scope))
+    return passed or None
+
+
+def _all_agree(found_all: list, detail: str) -> Optional[Found]:
+    """One value that every caller's argument gives, at most medium confidence."""
+    if not found_all or not all(isinstance(f, Found) for f in found_all):
+        return None
+    if any(f.value != found_all[0].value for f in found_all[1:]):
+        return None
+    return found_all[0].capped("medium", detail)
 
 
 def _facts_of(info: ClassInfo, evaluator: ConfigEvaluator):
