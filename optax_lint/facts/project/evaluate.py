@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import libcst as cst
 
+from optax_lint.facts.project.callers import NAMESPACES, all_agree, passed_arguments
 from optax_lint.facts.project.environment import ENVIRONMENT_READS, environment_default
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
@@ -296,20 +297,20 @@ class ConfigEvaluator(Evaluator):
         (`train_transformer(training_steps=100)` from `main`): what running this module
         does, so medium confidence. None when the function has no such call, a call leaves
         the parameter out or spreads *args/**kwargs, two calls disagree, or it is a method."""
-        passed = _passed_arguments(self.facts, binding)
+        passed = passed_arguments(self.facts, binding)
         if not passed:
             return None
         found_all = [self.eval(arg.value, scope, depth + 1) for arg, scope in passed]
-        return _all_agree(found_all, f"passed for {binding.name} by the call of {binding.scope.name}()")
+        return all_agree(found_all, f"passed for {binding.name} by the call of {binding.scope.name}()")
 
     def passed_path(self, binding: Binding, names: list[str], depth: int) -> Optional[Found]:
         """`args.lr` inside `train(args)`, read on the object every call in this module
         passes (`train(argparse.Namespace(lr=1e-5, ...))`, or a name bound to one)."""
-        passed = _passed_arguments(self.facts, binding)
+        passed = passed_arguments(self.facts, binding)
         if not passed or depth >= self.max_depth:
             return None
         found_all = [self.path_of_value(arg.value, scope, names, depth + 1) for arg, scope in passed]
-        return _all_agree(found_all, f"{binding.name}.{'.'.join(names)} as the call of {binding.scope.name}() passes it")
+        return all_agree(found_all, f"{binding.name}.{'.'.join(names)} as the call of {binding.scope.name}() passes it")
 
     def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
         """An attribute path on a config object or a module; why a call or a subscript
@@ -414,7 +415,7 @@ class ConfigEvaluator(Evaluator):
             return self.hf_dataclass_path(func.value, binding.index[0], scope, names, depth)
         if binding.index:
             return Unknown("unpacked from a call")
-        if names and self.facts.canonical(func, scope) in _NAMESPACES:
+        if names and self.facts.canonical(func, scope) in NAMESPACES:
             return self.namespace_field(call, binding, names, depth)
         if isinstance(func, (cst.Name, cst.Attribute)):
             short = func.attr.value if isinstance(func, cst.Attribute) else func.value
@@ -762,48 +763,6 @@ class ConfigEvaluator(Evaluator):
         except (KeyError, IndexError, TypeError):
             return Unknown("subscript")
         return Found(value, weaker(base.confidence, key.confidence), base.origin, base.detail)
-
-
-# Objects whose attributes are the keywords they are built with.
-_NAMESPACES = frozenset({"argparse.Namespace", "types.SimpleNamespace"})
-
-
-def _passed_arguments(facts, binding: Binding) -> Optional[list[tuple[cst.Arg, Scope]]]:
-    """The argument every call of the parameter's function in this module passes for it,
-    with the caller's scope; None when there is no call, a call leaves the parameter out
-    or spreads *args/**kwargs, or the function is a method."""
-    fn = binding.scope
-    param = binding.node
-    if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
-        return None
-    if fn.parent is None or fn.parent.kind == "class":
-        return None
-    positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
-    index = next((i for i, p in enumerate(positional) if p is param), None)
-    passed = []
-    for record in facts.calls_by_bare_name.get(fn.name, ()):
-        _, targets = lookup(fn.name, record.scope)
-        if len(targets) != 1 or targets[0].node is not fn.node:
-            continue
-        args = record.node.args
-        if any(a.star for a in args):
-            return None
-        arg = next((a for a in args if a.keyword is not None and a.keyword.value == binding.name), None)
-        if arg is None and index is not None and index < len(args) and args[index].keyword is None:
-            arg = args[index]
-        if arg is None:
-            return None
-        passed.append((arg, record.scope))
-    return passed or None
-
-
-def _all_agree(found_all: list, detail: str) -> Optional[Found]:
-    """One value that every caller's argument gives, at most medium confidence."""
-    if not found_all or not all(isinstance(f, Found) for f in found_all):
-        return None
-    if any(f.value != found_all[0].value for f in found_all[1:]):
-        return None
-    return found_all[0].capped("medium", detail)
 
 
 def _facts_of(info: ClassInfo, evaluator: ConfigEvaluator):
