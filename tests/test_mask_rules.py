@@ -246,3 +246,36 @@ def test_opx108_with_no_run_length_weighs_one_step_of_decay(lr: str, reported: b
     product 1.0000000000000002e-06) needs 50,000+ steps to shrink a scale by 5%."""
     codes = [code for _, code in _codes(_FINE_TUNE.format(lr=lr), {"OPX108"})]
     assert codes == (["OPX108"] if reported else [])
+
+
+_TWO_BRANCHES = textwrap.dedent("""
+    import os
+    import jax
+    import optax
+    from transformers import FlaxBertForSequenceClassification
+
+    WARMUP = int(os.environ.get("WARMUP", "0"))
+    model = FlaxBertForSequenceClassification.from_pretrained("bert-base-uncased")
+    if WARMUP > 0:
+        lr = optax.linear_schedule(0.0, {warm}, WARMUP)
+    else:
+        lr = optax.constant_schedule({flat})
+    tx = optax.adamw(learning_rate=lr, weight_decay=0.01)
+    params = model.params
+    opt_state = tx.init(params)
+    for batch in load_batches():
+        grads = jax.grad(loss)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+""")
+
+
+@pytest.mark.parametrize(
+    "warm, flat, reported",
+    [("1e-4", "2e-5", False), ("2e-5", "3e-4", True), ("3e-4", "1e-5", True), ("1e-4", "rate_from_elsewhere()", True)],
+)
+def test_opx108_rate_bound_in_branches_peaks_at_the_highest(warm: str, flat: str, reported: bool) -> None:
+    """A rate bound in two branches is weighed at the higher branch's peak; a branch
+    whose value is unknown leaves the peak unknown."""
+    codes = [code for _, code in _codes(_TWO_BRANCHES.format(warm=warm, flat=flat), {"OPX108"})]
+    assert codes == (["OPX108"] if reported else [])

@@ -16,6 +16,7 @@ from optax_lint.facts.schedules.analysis import context_number, context_value, i
 from optax_lint.rules.protocol.fine_tune_learning_rate import schedule_peak
 from optax_lint.rules.base import Context, Rule, describe
 from optax_lint.syntax import edits as fixes
+from optax_lint.syntax.names import lookup
 
 _MASK_FN_NAME = "decay_mask"
 
@@ -110,16 +111,34 @@ def _run_shrink(facts, node: TxNode, decay: Optional[float], step_floor: float) 
 
 
 def _peak_rate(facts, node: TxNode) -> Optional[float]:
-    """The optimizer's learning rate at its peak, as the project holds it, or None."""
+    """The optimizer's learning rate at its peak, as the project holds it, or None. A
+    name bound in several branches (`if warmup: lr = join_schedules(...) else: lr =
+    constant_schedule(PEAK_LR)`) peaks at the highest of its branches' peaks."""
     expr = node.args.expr("learning_rate")
     if expr is None:
         return None
-    schedule = facts.schedule_of(expr, node.scope)
+    peaks = [_expr_peak(facts, value, scope) for value, scope in _branches(expr, node.scope)]
+    if not peaks or any(peak is None for peak in peaks):
+        return None
+    return max(peaks)
+
+
+def _branches(expr: cst.BaseExpression, scope) -> list[tuple[cst.BaseExpression, object]]:
+    """The values a name assigned more than once may hold, or the expression itself."""
+    if isinstance(expr, cst.Name):
+        _, bindings = lookup(expr.value, scope)
+        if len(bindings) > 1 and all(b.kind == "assign" and b.value is not None and not b.index for b in bindings):
+            return [(b.value, b.scope) for b in bindings]
+    return [(expr, scope)]
+
+
+def _expr_peak(facts, expr: cst.BaseExpression, scope) -> Optional[float]:
+    schedule = facts.schedule_of(expr, scope)
     if schedule is not None:
         # the schedule's arguments as the project holds them (`config['learning_rate']`)
         peak = schedule_peak(schedule, read=lambda s, param: _arg_value(facts, s, param))
     else:
-        peak = project_value(facts, expr, node.scope)
+        peak = project_value(facts, expr, scope)
     if not is_number(peak) or peak <= 0:
         return None
     return float(peak)
