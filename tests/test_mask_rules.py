@@ -220,6 +220,16 @@ def test_opx109_layers_from_a_local_partial_leave_the_names_open() -> None:
     assert "can never be true: the parameters of Grid are named grid" in only[1]
 
 
+# A fine-tune's loop, after `tx` and `model` are built.
+_TRAIN_LOOP = textwrap.dedent("""
+    params = model.params
+    opt_state = tx.init(params)
+    for batch in load_batches():
+        grads = jax.grad(loss)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+""")
+
 _FINE_TUNE = textwrap.dedent("""
     import argparse
     import jax
@@ -231,13 +241,7 @@ _FINE_TUNE = textwrap.dedent("""
     args = parser.parse_args()
     model = FlaxBertForSequenceClassification.from_pretrained("bert-base-uncased")
     tx = optax.adamw(learning_rate=args.learning_rate, weight_decay=0.01)
-    params = model.params
-    opt_state = tx.init(params)
-    for batch in load_batches():
-        grads = jax.grad(loss)(params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-""")
+""") + _TRAIN_LOOP
 
 
 @pytest.mark.parametrize("lr, reported", [("2e-5", False), ("1e-4", False), ("3e-4", True)])
@@ -261,13 +265,7 @@ _TWO_BRANCHES = textwrap.dedent("""
     else:
         lr = optax.constant_schedule({flat})
     tx = optax.adamw(learning_rate=lr, weight_decay=0.01)
-    params = model.params
-    opt_state = tx.init(params)
-    for batch in load_batches():
-        grads = jax.grad(loss)(params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-""")
+""") + _TRAIN_LOOP
 
 
 @pytest.mark.parametrize(
