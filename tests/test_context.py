@@ -412,6 +412,8 @@ def train_step(state, batch):
         ("NUM_STEPS = 10_000\nfor step in range(NUM_STEPS):\n    state = train_step(state, 1)\n", 10_000),
         ("for step in range(1, 500 + 1):\n    state = train_step(state, 1)\n", 500),
         ("from tqdm import tqdm\nfor step in tqdm(range(2 * 1024)):\n    state = train_step(state, 1)\n", 2048),
+        # a progress bar kept in a walrus for its messages
+        ("from tqdm import trange\nfor step in (bar := trange(640)):\n    state = train_step(state, 1)\n", 640),
         ("step = 0\nwhile step < 777:\n    state = train_step(state, 1)\n    step += 1\n", 777),
         ("for epoch in range(10):\n    for i in range(300):\n        state = train_step(state, 1)\n", 3000),
         ("steps_per_epoch = 50000 // 128\nfor epoch in range(4):\n    for batch in ds:\n        state = train_step(state, batch)\n", 4 * (50000 // 128)),

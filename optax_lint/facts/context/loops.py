@@ -365,6 +365,8 @@ def infer_steps(inf: Evidence, context) -> Optional[ContextValue]:
 
 
 def _find_range(expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+    if isinstance(expr, cst.NamedExpr) and depth <= 3:
+        return _find_range(expr.value, depth + 1)  # `(pbar := trange(n))`: the bar kept for its messages
     if depth > 3 or not isinstance(expr, cst.Call):
         return None
     name = last_name(expr.func)
