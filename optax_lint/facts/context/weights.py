@@ -45,18 +45,20 @@ _LOADER = re.compile(r"^Load\w*(Checkpoint|Pretrained|Params|Weights)$|^(load|re
 # Model constructors that read trained weights (tunix's `create_model_from_checkpoint`,
 # `create_model_from_safe_tensors`): what they build is already trained.
 _BUILT_FROM_WEIGHTS = re.compile(r"^create_model_from_(checkpoint|safe_?tensors|pretrained|hf\w*)$|^from_safe_?tensors$")
-_L_NAMES = ("num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth", "layers", "num_blocks")
+_L_NAMES = ("num_layers", "n_layer", "n_layers", "nlayers", "num_hidden_layers", "depth", "layers", "num_blocks")
 # An encoder-decoder's two stacks (T5's num_layers is its encoder's: num_decoder_layers beside it)
 _ENC_NAMES = ("enc_depth", "num_encoder_layers", "encoder_layers", "n_enc_layers", "enc_layers", "num_enc_layers", "encoder_depth")
 _DEC_NAMES = ("dec_depth", "num_decoder_layers", "decoder_layers", "n_dec_layers", "dec_layers", "num_dec_layers", "decoder_depth")
-_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
+_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
 _FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner")
 # A width given as heads x head size (T5's num_heads x d_kv)
 _HEADS_NAMES = ("num_heads", "n_heads", "n_head", "num_attention_heads", "heads")
-_HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "head_size")
+_HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "head_size", "key_size", "attn_size")
+# An MLP width given as a multiple of the model's (haiku's widening_factor, ViT's mlp_ratio)
+_FF_FACTOR_NAMES = ("widening_factor", "mlp_ratio", "ff_mult", "mlp_factor")
 _DEPTH_NAMES = _L_NAMES + _ENC_NAMES + _DEC_NAMES
-_SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES)
+_SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _FF_FACTOR_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES)
 
 
 def _sizes_a_model(keys) -> bool:
@@ -356,6 +358,15 @@ def _arg_name(arg: cst.Arg) -> Optional[str]:
     return None
 
 
+def _positive(group: dict, names) -> Optional[tuple[str, Found]]:
+    """The first of `names` the group holds as a positive number (a float is allowed)."""
+    for name in names:
+        found = group.get(name)
+        if found is not None and isinstance(found.value, (int, float)) and not isinstance(found.value, bool) and found.value > 0:
+            return name, found
+    return None
+
+
 def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
     def pick(names):
         for name in names:
@@ -385,10 +396,19 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
         used += [heads[1], head_size[1]]
     else:
         return None
-    d_ff = int(ff[1].value) if ff else 4 * d
+    factor = None if ff else _positive(group, _FF_FACTOR_NAMES)
+    if ff:
+        d_ff, ff_terms = int(ff[1].value), f"d_ff={int(ff[1].value)} ({ff[0]})"
+        used.append(ff[1])
+    elif factor:
+        d_ff = int(round(float(factor[1].value) * d))
+        ff_terms = f"d_ff={d_ff} ({factor[0]} x d)"
+        used.append(factor[1])
+    else:
+        d_ff, ff_terms = 4 * d, f"d_ff={4 * d} (4d)"
     V = int(vocab[1].value) if vocab else 0
     total = sum(int(found.value) * (attention * d * d + 2 * d * d_ff) for (_, found), attention in stacks) + V * d
-    used += ([ff[1]] if ff else []) + ([vocab[1]] if vocab else [])
+    used += [vocab[1]] if vocab else []
     confidence = "medium"
     for found in used:
         confidence = weaker(confidence, found.confidence)
@@ -400,7 +420,7 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
         (name, found), _ = stacks[0]
         depth_terms = f"L={int(found.value)} ({name})"
         formula = "L*(4d^2 + 2*d*d_ff) + V*d"
-    terms = f"{depth_terms}, {width_terms}, d_ff={d_ff} ({ff[0] if ff else '4d'})" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
+    terms = f"{depth_terms}, {width_terms}, {ff_terms}" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
     detail = f"estimated {formula} with {terms}"
     origin = (width[1] if width is not None else heads[1]).origin or used[0].origin
     return total, detail, confidence, origin

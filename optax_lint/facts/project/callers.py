@@ -9,6 +9,7 @@ import libcst as cst
 
 from optax_lint.facts.project.found import Found
 from optax_lint.syntax.names import lookup
+from optax_lint.syntax.values import Unknown
 from optax_lint.syntax.walker import Binding, Scope
 
 # Objects whose attributes are the keywords they are built with.
@@ -19,6 +20,21 @@ def passed_arguments(facts, binding: Binding) -> Optional[list[tuple[cst.Arg, Sc
     """The argument every call of the parameter's function in this module passes for it,
     with the caller's scope; None when there is no call, a call leaves the parameter out
     or spreads *args/**kwargs, or the function is a method."""
+    passed = _arguments(facts, binding)
+    return None if passed is None or any(arg is None for arg, _ in passed) else passed
+
+
+def omitted_by_every_call(facts, binding: Binding) -> bool:
+    """The parameter's function is called in this module, and no call passes it (nor
+    spreads *args/**kwargs): running the module, it keeps its default."""
+    passed = _arguments(facts, binding)
+    return passed is not None and all(arg is None for arg, _ in passed)
+
+
+def _arguments(facts, binding: Binding) -> Optional[list[tuple[Optional[cst.Arg], Scope]]]:
+    """What each call of the parameter's function in this module passes for it (None
+    for a call that leaves it out); None when there is no call, a call spreads
+    *args/**kwargs, or the function is a method."""
     fn = binding.scope
     param = binding.node
     if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
@@ -38,16 +54,30 @@ def passed_arguments(facts, binding: Binding) -> Optional[list[tuple[cst.Arg, Sc
         arg = next((a for a in args if a.keyword is not None and a.keyword.value == binding.name), None)
         if arg is None and index is not None and index < len(args) and args[index].keyword is None:
             arg = args[index]
-        if arg is None:
-            return None
         passed.append((arg, record.scope))
     return passed or None
 
 
-def all_agree(found_all: list, detail: str) -> Optional[Found]:
-    """One value that every caller's argument gives, at most medium confidence."""
+def all_agree(found_all: list, detail: Optional[str]) -> Optional[Found]:
+    """One value that every caller's argument gives, at most medium confidence (with
+    `detail`, or the value's own when None)."""
     if not found_all or not all(isinstance(f, Found) for f in found_all):
         return None
     if any(f.value != found_all[0].value for f in found_all[1:]):
         return None
     return found_all[0].capped("medium", detail)
+
+
+def namespace_field(evaluator, call: cst.Call, binding, names: list[str], depth: int):
+    """`args = argparse.Namespace(lr=1e-5, ...)`: `args.lr` is the keyword's value,
+    unless the scope sets `args.lr` again."""
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == names[0]), None)
+    if arg is None or any(a.star for a in call.args):
+        return Unknown(f"{binding.name}.{names[0]} is not given to the namespace")
+    for target, _, scope in evaluator.facts.raw.attribute_stores:
+        if scope is binding.scope and target.attr.value == names[0] and isinstance(target.value, cst.Name) and target.value.value == binding.name:
+            return Unknown(f"{binding.name}.{names[0]} is set again")
+    found = evaluator.eval(arg.value, binding.scope, depth + 1)
+    if len(names) > 1:
+        return Unknown(f"{binding.name}.{'.'.join(names)}: a field of a namespace's field")
+    return found

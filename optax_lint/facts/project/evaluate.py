@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 
 import libcst as cst
 
-from optax_lint.facts.project.callers import NAMESPACES, all_agree, passed_arguments
+from optax_lint.facts.project.callers import NAMESPACES, all_agree, namespace_field, omitted_by_every_call, passed_arguments
 from optax_lint.facts.project.environment import ENVIRONMENT_READS, environment_default
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
@@ -286,6 +286,9 @@ class ConfigEvaluator(Evaluator):
                 parent = bindings[0].scope.parent or bindings[0].scope
                 found = self.eval(param.default, parent, depth)
                 if isinstance(found, Found):
+                    if omitted_by_every_call(self.facts, bindings[0]):
+                        # what running this module does, as a passed value is
+                        return found.capped("medium", f"default of parameter {word}, which no call of {bindings[0].scope.name}() here passes")
                     return found.capped("low", f"default of parameter {word}")
             return Unknown(f"'{word}' is a parameter")
         if bindings and all(b.kind == "import" for b in bindings) and len({b.qualname for b in bindings}) == 1:
@@ -310,7 +313,8 @@ class ConfigEvaluator(Evaluator):
         if not passed or depth >= self.max_depth:
             return None
         found_all = [self.path_of_value(arg.value, scope, names, depth + 1) for arg, scope in passed]
-        return all_agree(found_all, f"{binding.name}.{'.'.join(names)} as the call of {binding.scope.name}() passes it")
+        # the value keeps its own provenance (`the default of --lr`): the object only passes through
+        return all_agree(found_all, None)
 
     def project_expression(self, expr: cst.BaseExpression, scope: Scope, depth: int):
         """An attribute path on a config object or a module; why a call or a subscript
@@ -416,7 +420,7 @@ class ConfigEvaluator(Evaluator):
         if binding.index:
             return Unknown("unpacked from a call")
         if names and self.facts.canonical(func, scope) in NAMESPACES:
-            return self.namespace_field(call, binding, names, depth)
+            return namespace_field(self, call, binding, names, depth)
         if isinstance(func, (cst.Name, cst.Attribute)):
             short = func.attr.value if isinstance(func, cst.Attribute) else func.value
             info, confidence = self.class_of(func, scope)
@@ -441,20 +445,6 @@ class ConfigEvaluator(Evaluator):
                 if len(values) == 1 and isinstance(values[0], (cst.Call, cst.Attribute, cst.Name)):
                     return self.path_of_value(values[0], fn, names, depth + 1)
         return Unknown("value of a call")
-
-    def namespace_field(self, call: cst.Call, binding, names: list[str], depth: int):
-        """`args = argparse.Namespace(lr=1e-5, ...)`: `args.lr` is the keyword's value,
-        unless the scope sets `args.lr` again."""
-        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == names[0]), None)
-        if arg is None or any(a.star for a in call.args):
-            return Unknown(f"{binding.name}.{names[0]} is not given to the namespace")
-        for target, _, scope in self.facts.raw.attribute_stores:
-            if scope is binding.scope and target.attr.value == names[0] and isinstance(target.value, cst.Name) and target.value.value == binding.name:
-                return Unknown(f"{binding.name}.{names[0]} is set again")
-        found = self.eval(arg.value, binding.scope, depth + 1)
-        if len(names) > 1:
-            return _dig(found.value, names[1:], found.origin, found.confidence) if isinstance(found, Found) else found
-        return found
 
     def hf_dataclass_path(self, parser: cst.BaseExpression, index: int, scope: Scope, names: list[str], depth: int):
         """`model_args, data_args, training_args = parser.parse_args_into_dataclasses()`
