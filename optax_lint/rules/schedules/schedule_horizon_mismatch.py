@@ -24,6 +24,17 @@ from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.values import single_binding
 
 
+def _stepped_by_the_run(facts, use: LrUse) -> bool:
+    """Whether the run length read from the file's training loop can speak for `use`'s
+    optimizer: it is the file's only optimizer, or an update call known to step it is
+    there. With several optimizers, one whose updates go through a name the file cannot
+    tie to it (a solver's `optimizer` parameter) may run a loop of its own."""
+    optimizers = [p for p in facts.pipelines if any(n.kind == "alias" for n in p.nodes())]
+    if len(optimizers) <= 1:
+        return True
+    return any(site.pipeline is use.pipeline for site in facts.update_sites if getattr(site, "pipeline", None) is not None)
+
+
 def _tol(ctx: Context) -> float:
     return float(ctx.option("tolerance"))
 
@@ -47,8 +58,11 @@ class ScheduleHorizonMismatch(Rule):
             if self._one_epoch(ctx, sf, use, schedule, shape):
                 continue
             if steps is not None and steps >= ctx.option("min_run_steps"):
-                if use.multisteps is not None and getattr(steps_entry, "source", "") == "inferred":
+                inferred = getattr(steps_entry, "source", "") == "inferred"
+                if use.multisteps is not None and inferred:
                     continue  # an inferred loop count may be micro-batches: OPX307's business
+                if inferred and not _stepped_by_the_run(facts, use):
+                    continue  # another optimizer's loop: its length says nothing of this schedule
                 self._against_steps(ctx, sf, schedule, shape, steps, steps_entry, tol)
 
     # decay_steps = total - warmup inside warmup_cosine_decay_schedule
