@@ -984,6 +984,17 @@ def test_a_parameter_takes_the_value_every_call_in_the_module_passes():
     assert value(facts_of(method), "steps") is None
 
 
+def test_a_default_no_call_in_the_module_passes_is_what_the_module_runs():
+    """`def train(n_steps=3000)` called as `train()`: the module runs 3000 steps (medium);
+    with no call here the default is only a guess (low, not used by the rules)."""
+    train = "def train(key, n_steps=3000):\n    for i in range(n_steps):\n        state = train_step(state, key)\n"
+    steps = facts_of(STEP + train + "\ntrain(0)\ntrain(key=1)\n").run_context.get("steps")
+    assert steps.value == 3000 and steps.confidence == "medium" and "which no call of train() here passes" in steps.detail
+    assert value(facts_of(STEP + train), "steps") is None  # nothing here calls it
+    assert value(facts_of(STEP + train + "\ntrain(0)\ntrain(0, n_steps=10)\n"), "steps") is None  # one call passes it
+    assert value(facts_of(STEP + train + "\ntrain(0, **extra)\n"), "steps") is None  # spread keywords may hold it
+
+
 def test_a_parameters_attribute_is_read_on_the_namespace_the_callers_pass():
     """`args.max_steps` inside `train(args)`, where the module passes an
     argparse.Namespace built from keywords: the keyword's value, at medium confidence."""
