@@ -70,8 +70,27 @@ def _training_region(facts):
                     if target is not None:
                         region.add(id(_outermost_function(target)))
 
+    # A forward pass decorated with a transform (`@hk.transform def forward(...)`) is what
+    # `hk.transform(forward)` hands over: the model the training code's `forward.apply` runs.
+    for node, scope in facts.raw.functions.items():
+        if any(_decorator_name(d.decorator) in _TRANSFORM_DECORATORS for d in node.decorators):
+            region.add(id(_outermost_function(scope)))
+
     def keep(scope: Optional[Scope]) -> bool:
         function = _outermost_function(scope)
         return function is None or id(function) in region
 
     return keep
+
+
+_TRANSFORM_DECORATORS = frozenset({"transform", "transform_with_state", "without_apply_rng"})
+
+
+def _decorator_name(expr: cst.BaseExpression) -> str:
+    """`hk.transform` -> "transform"; a called decorator by its callee."""
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else ""
+
