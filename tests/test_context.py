@@ -1008,6 +1008,7 @@ def test_a_parameters_attribute_is_read_on_the_namespace_the_callers_pass():
     assert value(facts_of(STEP + train + inline), "steps") == 500
     for unknown in (
         launch + "    args.max_steps = 10\n",  # set again after it is built
+        launch + "\ndef shorten():\n    args.max_steps = 10\n",  # set again in a function
         launch.replace("max_steps=3000, ", ""),  # not given to the namespace
         launch + "    train(argparse.Namespace(max_steps=20, batch=16))\n",  # two calls disagree
         launch.replace("argparse.Namespace", "make_args"),  # not a namespace

@@ -441,3 +441,24 @@ def test_opx303_one_epoch_schedule_with_state_reset_per_trial_is_silent() -> Non
     """
     assert found(src, {"OPX303"}) == []
     assert found(src.replace("opt_state = tx.init(params)", "pass"), {"OPX303"}) == [(3, "OPX303")]
+
+
+def test_opx303_inferred_run_length_speaks_for_the_optimizers_the_file_steps() -> None:
+    """With two optimizers, a loop's length is compared with a schedule only when the file
+    ties that schedule's optimizer to its updates (here, a TrainState holds it)."""
+    src = """
+        import optax
+        from flax.training import train_state
+        g_tx = optax.adam(optax.cosine_decay_schedule(1e-3, 5_000))
+        d_tx = optax.adam(1e-3)
+        g_state = train_state.TrainState.create(apply_fn=None, params=gp, tx=g_tx)
+        d_state = train_state.TrainState.create(apply_fn=None, params=dp, tx=d_tx)
+        for step in range(20_000):
+            g_state = g_state.apply_gradients(grads=gg)
+            d_state = d_state.apply_gradients(grads=dg)
+    """
+    assert found(src, {"OPX303"}) == [(4, "OPX303")]
+    # the scheduled optimizer is handed to a solver that runs its own iterations
+    handed = src.replace("g_state = train_state.TrainState.create(apply_fn=None, params=gp, tx=g_tx)", "potentials = Solver(optimizer=g_tx)(problem)")
+    handed = handed.replace("            g_state = g_state.apply_gradients(grads=gg)\n", "")
+    assert found(handed, {"OPX303"}) == []

@@ -70,14 +70,14 @@ def all_agree(found_all: list, detail: Optional[str]) -> Optional[Found]:
 
 def namespace_field(evaluator, call: cst.Call, binding, names: list[str], depth: int):
     """`args = argparse.Namespace(lr=1e-5, ...)`: `args.lr` is the keyword's value,
-    unless the scope sets `args.lr` again."""
+    unless the module sets `args.lr` anywhere (in any function: which runs first is not
+    known)."""
+    if len(names) > 1:
+        return Unknown(f"{binding.name}.{'.'.join(names)}: a field of a namespace's field")
     arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == names[0]), None)
     if arg is None or any(a.star for a in call.args):
         return Unknown(f"{binding.name}.{names[0]} is not given to the namespace")
-    for target, _, scope in evaluator.facts.raw.attribute_stores:
-        if scope is binding.scope and target.attr.value == names[0] and isinstance(target.value, cst.Name) and target.value.value == binding.name:
+    for target, _, _ in evaluator.facts.raw.attribute_stores:
+        if target.attr.value == names[0] and isinstance(target.value, cst.Name) and target.value.value == binding.name:
             return Unknown(f"{binding.name}.{names[0]} is set again")
-    found = evaluator.eval(arg.value, binding.scope, depth + 1)
-    if len(names) > 1:
-        return Unknown(f"{binding.name}.{'.'.join(names)}: a field of a namespace's field")
-    return found
+    return evaluator.eval(arg.value, binding.scope, depth + 1)

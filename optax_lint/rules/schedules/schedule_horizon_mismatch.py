@@ -26,13 +26,15 @@ from optax_lint.syntax.values import single_binding
 
 def _stepped_by_the_run(facts, use: LrUse) -> bool:
     """Whether the run length read from the file's training loop can speak for `use`'s
-    optimizer: it is the file's only optimizer, or an update call known to step it is
-    there. With several optimizers, one whose updates go through a name the file cannot
-    tie to it (a solver's `optimizer` parameter) may run a loop of its own."""
+    optimizer: it is the file's only optimizer, or the file ties it to its updates (an
+    `update` call on it, a TrainState or nnx.Optimizer that holds it). With several
+    optimizers, one handed to something else (a solver's `optimizer` argument) may run
+    a loop of its own."""
     optimizers = [p for p in facts.pipelines if any(n.kind == "alias" for n in p.nodes())]
     if len(optimizers) <= 1:
         return True
-    return any(site.pipeline is use.pipeline for site in facts.update_sites if getattr(site, "pipeline", None) is not None)
+    holders = [getattr(site, "pipeline", None) for site in facts.update_sites] + [c.pipeline for c in facts.consumers]
+    return any(held is use.pipeline for held in holders)
 
 
 def _tol(ctx: Context) -> float:
