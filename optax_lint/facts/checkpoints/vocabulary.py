@@ -80,7 +80,6 @@ NON_OPT_KEYS = frozenset(
 POSITION_KEY = re.compile(r"(^|_)(step|steps|epoch|epochs|iteration|iter)(_|$)", re.IGNORECASE)
 
 
-
 def orbax_member(qualname: Optional[str]) -> Optional[str]:
     """'orbax.checkpoint.args.StandardSave' -> 'StandardSave'; None outside orbax, and
     in orbax's v1 API (`orbax.checkpoint.v1`, `...experimental.v1`), whose classes share

@@ -42,6 +42,7 @@ import libcst as cst
 
 from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
+from optax_lint.facts.context.region import calls_of_local_functions
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.facts.state.walks import names_read
 from optax_lint.syntax.arguments import param_arg
@@ -479,19 +480,6 @@ class _Reader:
         return None
 
 
-def _calls_of_local_functions(facts):
-    """(call record, the function's scope) for each call by name of a function the file
-    defines once."""
-    for record in facts.raw.calls:
-        func = record.node.func
-        if isinstance(func, cst.Name):
-            _, bindings = lookup(func.value, record.scope)
-            if len(bindings) == 1 and bindings[0].kind == "def":
-                target = facts.raw.functions.get(bindings[0].node)
-                if target is not None:
-                    yield record, target
-
-
 def _test_functions(facts) -> list[Scope]:
     """The outermost `test*` functions (and methods of Test classes) of the file."""
     return [s for s in facts.raw.scopes if s.kind == "function" and _outermost_test(s) is s]
@@ -506,7 +494,7 @@ def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     stepping = set()
     for site in facts.update_sites:
         stepping.add(id(_outermost_test(site.record.scope)))
-    for record, target in _calls_of_local_functions(facts):
+    for record, target in calls_of_local_functions(facts):
         if any(site.record.scope is target or _inside(site.record.scope, target) for site in facts.update_sites):
             stepping.add(id(_outermost_test(record.scope)))
     out = []
@@ -527,7 +515,7 @@ def test_code(facts) -> tuple[tuple[int, int], ...]:
     if not tests:
         return ()
     callers: dict[int, list] = {}
-    for record, target in _calls_of_local_functions(facts):
+    for record, target in calls_of_local_functions(facts):
         if target.parent is facts.raw.module_scope:
             callers.setdefault(id(target), []).append(record.scope)
     helpers = [

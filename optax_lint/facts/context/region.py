@@ -30,6 +30,19 @@ def _outermost_function(scope: Optional[Scope]) -> Optional[Scope]:
     return found
 
 
+def calls_of_local_functions(facts):
+    """(call record, the function's scope) for each call by name of a function the file
+    defines once."""
+    for record in facts.raw.calls:
+        func = record.node.func
+        if isinstance(func, cst.Name):
+            _, bindings = lookup(func.value, record.scope)
+            if len(bindings) == 1 and bindings[0].kind == "def":
+                target = facts.raw.functions.get(bindings[0].node)
+                if target is not None:
+                    yield record, target
+
+
 def _training_region(facts):
     sites = [site.record.scope for site in facts.update_sites] + [c.record.scope for c in facts.consumers]
     if not sites:
@@ -40,17 +53,8 @@ def _training_region(facts):
     # One level of local calls each way: create_train_state() called by train(), and
     # main() that builds the model and calls train(model).
     callees, callers = set(), set()
-    for record in facts.raw.calls:
-        func = record.node.func
-        if not isinstance(func, cst.Name):
-            continue
-        _, bindings = lookup(func.value, record.scope)
-        if len(bindings) != 1 or bindings[0].kind != "def":
-            continue
-        target = facts.raw.functions.get(bindings[0].node)
+    for record, target in calls_of_local_functions(facts):
         here = _outermost_function(record.scope)
-        if target is None:
-            continue
         if here is not None and id(here) in region:
             callees.add(id(_outermost_function(target)))
         if id(_outermost_function(target)) in region and here is not None:

@@ -358,20 +358,16 @@ def _arg_name(arg: cst.Arg) -> Optional[str]:
     return None
 
 
-def _positive(group: dict, names) -> Optional[tuple[str, Found]]:
-    """The first of `names` the group holds as a positive number (a float is allowed)."""
-    for name in names:
-        found = group.get(name)
-        if found is not None and isinstance(found.value, (int, float)) and not isinstance(found.value, bool) and found.value > 0:
-            return name, found
-    return None
+def _positive_number(value) -> bool:
+    """A positive int or float (an MLP ratio may be 2.5)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
-    def pick(names):
+    def pick(names, test=positive_int):
         for name in names:
             found = group.get(name)
-            if found is not None and positive_int(found.value):
+            if found is not None and test(found.value):
                 return name, found
         return None
 
@@ -396,7 +392,7 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
         used += [heads[1], head_size[1]]
     else:
         return None
-    factor = None if ff else _positive(group, _FF_FACTOR_NAMES)
+    factor = pick(_FF_FACTOR_NAMES, _positive_number)
     if ff:
         d_ff, ff_terms = int(ff[1].value), f"d_ff={int(ff[1].value)} ({ff[0]})"
         used.append(ff[1])
