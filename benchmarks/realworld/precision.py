@@ -185,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         args.save.write_text(json.dumps(raw), encoding="utf-8")
     findings = to_findings(raw)
     rows = read_judged(args.judged)
+    # A corpus rebuilt without some repositories (rebuild.py --skip-missing) says which:
+    # their judged findings are out of this run, not lost.
+    missing_list = args.corpus / "missing.txt"
+    absent = set(missing_list.read_text(encoding="utf-8").split()) if missing_list.is_file() else set()
+    if absent:
+        rows = [r for r in rows if r.repo not in absent]
+        print(f"{len(absent)} pinned repositories are not in this corpus (missing.txt): their judged rows are set aside\n")
     lost = match(findings, rows, args.tolerance)
     stats = table(findings)
 

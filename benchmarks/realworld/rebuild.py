@@ -91,15 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, help="folder of bare git dirs, <owner>+<name>/repo")
     parser.add_argument("--clones", type=Path, default=HERE / ".clones", help="where to clone (default: %(default)s)")
     parser.add_argument("--corpus", type=Path, default=HERE / "corpus")
+    parser.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="with --mirrors, leave out pinned repositories that have no mirror and list them in CORPUS/missing.txt",
+    )
     args = parser.parse_args(argv)
     if args.corpus.exists():
         shutil.rmtree(args.corpus)
     args.corpus.mkdir(parents=True)
-    files = []
+    files, missing = [], []
     for pin in pins(HERE / "PINS.tsv"):
         repo, commit = pin["repo"], pin["commit"]
         if args.mirrors is not None:
             git_dir = args.mirrors / repo.replace("/", "+") / "repo"
+            if (git_dir / ".git").is_dir():  # a snapshot that is a clone with a work tree
+                git_dir = git_dir / ".git"
+            if args.skip_missing and not git_dir.is_dir():
+                missing.append(repo)
+                continue
         else:
             args.clones.mkdir(parents=True, exist_ok=True)
             git_dir = clone(repo, commit, args.clones)
@@ -111,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         files += [f"{folder}/{path}" for path in using]
         print(f"{repo}@{commit[:12]}: {len(using)} files import optax", file=sys.stderr)
     (args.corpus / "files.txt").write_text("".join(f + "\n" for f in files), encoding="utf-8")
+    # precision.py reads this list: a judged finding of a repository left out is not lost.
+    (args.corpus / "missing.txt").write_text("".join(r + "\n" for r in missing), encoding="utf-8")
     print(f"{len(files)} optax-using files in {args.corpus}", file=sys.stderr)
+    if missing:
+        print(f"{len(missing)} pinned repositories had no mirror and were left out (missing.txt)", file=sys.stderr)
     return 0
 
 
