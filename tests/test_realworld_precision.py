@@ -78,3 +78,45 @@ def test_precision_under_ninety_percent_fails(tmp_path):
     rows = rows.replace("9\tOPX201\tTRUE", "9\tOPX201\tDEBATABLE")
     code, out = run(tmp_path, rows, raw, "--check")
     assert code == 1 and "OPX201: precision 80% on 10 findings" in out
+
+
+def test_rows_of_repositories_left_out_of_the_corpus_are_set_aside(tmp_path):
+    """A corpus rebuilt with --skip-missing lists the repositories it lacks: their judged
+    rows are out of the run, not lost; a present repository's missing finding still is."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "missing.txt").write_text("gone/repo\n", encoding="utf-8")
+    rows = "gone/repo\tt.py\t3\tOPX201\tTRUE\tr\nhere/repo\tt.py\t5\tOPX201\tTRUE\tr\n"
+    code, out = run(tmp_path, rows, [], "--corpus", str(corpus))
+    assert "1 pinned repositories are not in this corpus" in out
+    assert "1 judged findings no longer reported (1 of them TRUE" in out
+    assert "here/repo/t.py:5" in out and "gone/repo" not in out.split("no longer reported", 1)[1]
+
+
+def test_rebuild_skips_repositories_without_a_mirror(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("realworld_rebuild", ROOT / "benchmarks/realworld/rebuild.py")
+    rebuild = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rebuild)
+    import subprocess
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text("import optax\n", encoding="utf-8")
+    (work / "other.py").write_text("x = 1\n", encoding="utf-8")
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "have+repo").mkdir(parents=True)
+    (work / ".git").rename(mirrors / "have+repo" / "repo")
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "PINS.tsv").write_text(f"repo\tcommit\nhave/repo\t{commit}\nlost/repo\t{commit}\n", encoding="utf-8")
+    monkeypatch.setattr(rebuild, "HERE", here)
+    out = tmp_path / "corpus"
+    assert rebuild.main(["--mirrors", str(mirrors), "--corpus", str(out), "--skip-missing"]) == 0
+    assert (out / "files.txt").read_text(encoding="utf-8") == "have+repo/train.py\n"
+    assert (out / "missing.txt").read_text(encoding="utf-8") == "lost/repo\n"
+    assert (out / "have+repo" / "other.py").is_file()
