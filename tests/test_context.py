@@ -567,6 +567,53 @@ def test_arch_of_a_model_a_project_helper_builds(tmp_path):
     assert facts.run_context.get("arch") is None
 
 
+_UNET_MODEL = """
+import flax.linen as nn
+
+
+class MidAttention(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return x + nn.MultiHeadDotProductAttention(num_heads=4)(x, x)
+
+
+class {name}(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(64, (3, 3))(x)
+        return nn.Conv(1, (1, 1))(MidAttention()(x))
+
+
+def build(key, x):
+    model = {name}()
+    return model, model.init(key, x)
+"""
+
+_UNET_TRAIN = """
+import jax
+import optax
+from nets import build
+
+model, params = build(jax.random.PRNGKey(0), None)
+tx = optax.adam(1e-3)
+opt_state = tx.init(params)
+for batch in loader:
+    grads = jax.grad(loss)(params, batch)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+"""
+
+
+@pytest.mark.parametrize("name, arch", [("UNet", None), ("Denoiser", "transformer")])
+def test_a_helper_built_conv_net_named_as_one_keeps_its_attention_a_block(tmp_path, name, arch):
+    """A convolutional net with an attention block, built by a project helper, is not a
+    Transformer when its class is named as a convolutional net (`UNet`), as when it is
+    built in the file itself; named for nothing, the attention decides as before."""
+    facts = project_facts(tmp_path, {"nets.py": _UNET_MODEL.format(name=name), "train.py": _UNET_TRAIN})
+    entry = facts.run_context.get("arch")
+    assert (entry.value if entry is not None else None) == arch
+
+
 def test_arch_from_a_class_built_by_from_pretrained_and_names_that_are_not_models():
     hf = "import optax\nfrom transformers import FlaxAutoModelForCausalLM\nmodel = FlaxAutoModelForCausalLM.from_pretrained('gpt2')\n"
     entry = facts_of(hf).run_context.get("arch")

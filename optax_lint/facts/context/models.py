@@ -367,7 +367,9 @@ def infer_arch(inf: Evidence, context) -> Optional[ContextValue]:
         # The model is built by a project function the training code calls.
         for qual, node, scope, how in index.model_helpers:
             if keep(scope):
-                signals.extend(_helper_model(facts, qual, node, how, inf.note, scope))
+                found, built = _helper_model(facts, qual, node, how, inf.note, scope)
+                signals.extend(found)
+                names.extend(built)  # a `UNet` the helper builds marks its attention as a block
         decided = _decide(signals, names)
     if decided is None and not signals:
         # The model a class that builds no layer of its own constructs in a method (a
@@ -519,13 +521,14 @@ def _may_build_layers(text: str, rest: list[str]) -> bool:
     return bool(_LAYER_WORDS.search(text)) or any(name_arch(name) for name in _CLASS_NAMES.findall(text))
 
 
-def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scope: Optional[Scope] = None) -> list[Signal]:
+def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None,
+                  scope: Optional[Scope] = None) -> tuple[list[Signal], list[str]]:
     """The layers of the models a project function builds (`load_train_state` in
-    `lm/load.py` building `FlaxGPT2LMHeadModel` of `lm/model.py`): one hop, the
-    function's own body. A function whose body is not read says what it is by its name
-    only when it is the model itself: the function a transform wraps, or its forward
-    pass (`forward_llama`); a constructor from a library (`gemma_from_checkpoint`) may
-    build one of several models a notebook trains."""
+    `lm/load.py` building `FlaxGPT2LMHeadModel` of `lm/model.py`), and the names of the
+    model classes it builds: one hop, the function's own body. A function whose body is
+    not read says what it is by its name only when it is the model itself: the function
+    a transform wraps, or its forward pass (`forward_llama`); a constructor from a
+    library (`gemma_from_checkpoint`) may build one of several models a notebook trains."""
     short = qual.rsplit(".", 1)[-1]
     found = facts.project.module_of(qual, facts, [short], accept=defines_function)
     inside = None
@@ -534,7 +537,7 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scop
         inside = _function_scope(module, name)
     if inside is None:
         arch = _function_arch(short) if how in ("wrapped", "forward") else None
-        return [Signal(arch, Origin(facts, node), f"{short}() (imported model function)", by_name=True)] if arch else []
+        return ([Signal(arch, Origin(facts, node), f"{short}() (imported model function)", by_name=True)] if arch else []), []
     index = module.model_index
 
     def within(scope: Optional[Scope]) -> bool:
@@ -561,12 +564,13 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None, scop
         if note is not None:
             shown = ", ".join(dict.fromkeys(model for model, signals in models if signals))
             note("arch", f"{short}() builds one of several models ({shown}), picked at run time")
-        return []
+        return [], []
     for _, signals in models:
         out.extend(signals)
     if not out and _function_arch(name) is not None:
         out.append(Signal(_function_arch(name), Origin(module, inside.node), f"function {name}", by_name=True))
-    return [Signal(s.arch, s.origin, f"{s.label}, built by {short}()", s.by_name) for s in out]
+    built = [model for model, signals in models if signals]
+    return [Signal(s.arch, s.origin, f"{s.label}, built by {short}()", s.by_name) for s in out], built
 
 
 class _Branches:
