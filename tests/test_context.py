@@ -690,6 +690,20 @@ def test_params_estimate_encoder_decoder_and_heads_times_head_size():
     # Heads without a head size give no width.
     assert facts_of(src.replace("    d_kv: int = 64\n", "")).run_context.get("params") is None
 
+def test_params_estimate_reads_n_embed_last():
+    """`n_embed` is a nanoGPT port's width; beside another width name (a VQ-GAN's
+    `embed_dim`) it is that config's codebook size, so the other name wins."""
+    src = LINEN_HEAD + (
+        "class Gpt(nn.Module):\n    n_layer: int = 4\n    n_embed: int = 64\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(4)(x)\n\nGpt()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 4 * (4 * 64**2 + 2 * 64 * 4 * 64) and "d=64 (n_embed)" in entry.detail
+    codebook = src.replace("    n_embed: int = 64\n", "    n_embed: int = 16384\n    embed_dim: int = 256\n")
+    entry = facts_of(codebook).run_context.get("params")
+    assert entry.value == 4 * (4 * 256**2 + 2 * 256 * 4 * 256) and "d=256 (embed_dim)" in entry.detail
+
+
 # ---------------------------------------------------------------------------
 # Config sources, in the file and across files
 
