@@ -704,6 +704,19 @@ def test_params_estimate_reads_n_embed_last():
     assert entry.value == 4 * (4 * 256**2 + 2 * 256 * 4 * 256) and "d=256 (embed_dim)" in entry.detail
 
 
+def test_params_estimate_reads_nnx_widths_num_features_and_num_hidden():
+    """nnx layers take their width as `num_features`; `num_hidden` is the MLP's. Another
+    width name beside `num_features` (a tabular model's input count) wins."""
+    src = LINEN_HEAD + (
+        "class Rec(nn.Module):\n    num_layers: int = 2\n    num_features: int = 50\n    num_hidden: int = 100\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(1)(x)\n\nRec()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 2 * (4 * 50**2 + 2 * 50 * 100) and "d_ff=100 (num_hidden)" in entry.detail
+    tabular = src.replace("    num_features: int = 50\n", "    num_features: int = 7\n    d_model: int = 128\n")
+    assert "d=128 (d_model)" in facts_of(tabular).run_context.get("params").detail
+
+
 # ---------------------------------------------------------------------------
 # Config sources, in the file and across files
 
@@ -728,6 +741,24 @@ def test_argparse_defaults_through_a_helper():
     )
     f = facts_of(src)
     assert value(f, "steps") == 3000 and value(f, "batch_per_device") == 32
+
+
+@pytest.mark.parametrize("wrap, through_loop", [
+    ("cast(Args, {})", True),
+    ("typing.cast('Args', {})", True),
+    ("keep(Args, {})", False),  # a function of the file's own, not typing's no-op
+])
+def test_argparse_defaults_through_typing_cast(wrap, through_loop):
+    """`args = cast(Args, parser.parse_args())` is the parsed namespace: typing.cast
+    returns its second argument unchanged, so the loop's bound reads the flag's default
+    (without it only the flag's name says it is the run length)."""
+    src = STEP + (
+        "import argparse\nimport typing\nfrom typing import cast\n\ndef keep(kind, value):\n    return None\n\n"
+        "p = argparse.ArgumentParser()\np.add_argument('--max-steps', type=int, default=3000)\n"
+        f"args = {wrap.format('p.parse_args()')}\nfor i in range(args.max_steps):\n    state = train_step(state)\n"
+    )
+    entry = facts_of(src).run_context.get("steps")
+    assert entry.value == 3000 and entry.detail.startswith("training loop range(args.max_steps)") == through_loop
 
 
 def test_environment_defaults_are_launch_defaults():
@@ -1196,7 +1227,8 @@ def test_an_outer_loop_that_restarts_the_optimizer_runs_several_runs(init: str, 
     src = _SWEEP.replace("INIT", init)
     if "TrainState" in init:
         src = "from flax.training.train_state import TrainState\n" + src
-    assert value(facts_of(src), "steps") == steps
+    entry = facts_of(src).run_context.get("steps")
+    assert entry.value == 3000 and entry.detail.startswith("training loop range(args.max_steps)") == through_loop
 
 
 def test_a_seed_sweep_optimizer_is_not_an_inner_optimizer() -> None:

@@ -49,11 +49,12 @@ _L_NAMES = ("num_layers", "n_layer", "n_layers", "nlayers", "num_hidden_layers",
 # An encoder-decoder's two stacks (T5's num_layers is its encoder's: num_decoder_layers beside it)
 _ENC_NAMES = ("enc_depth", "num_encoder_layers", "encoder_layers", "n_enc_layers", "enc_layers", "num_enc_layers", "encoder_depth")
 _DEC_NAMES = ("dec_depth", "num_decoder_layers", "decoder_layers", "n_dec_layers", "dec_layers", "num_dec_layers", "decoder_depth")
-# Picked in this order. `n_embed` comes last: a VQ-GAN's config spells its codebook size
-# that way (n_embed=16384 beside embed_dim=256), a nanoGPT port its width.
-_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed")
+# Picked in this order. `n_embed` and `num_features` come last: a VQ-GAN's config spells
+# its codebook size `n_embed` (beside embed_dim), a nanoGPT port its width; nnx's layers
+# take their width as `num_features`, which a tabular model may use for its inputs.
+_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed", "num_features")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
-_FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner")
+_FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner", "num_hidden")
 # A width given as heads x head size (T5's num_heads x d_kv)
 _HEADS_NAMES = ("num_heads", "n_heads", "n_head", "num_attention_heads", "heads")
 _HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "head_size", "key_size", "attn_size")

@@ -411,6 +411,9 @@ class ConfigEvaluator(Evaluator):
     def call_path(self, call: cst.Call, binding, names: list[str], depth: int):
         func = call.func
         scope = binding.scope
+        if len(call.args) == 2 and not binding.index and self.facts.canonical(func, scope) == "typing.cast":
+            # `args = cast(Args, parser.parse_args())`: a no-op at run time
+            return self.path_of_value(call.args[1].value, scope, names, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in ("parse_args", "parse_known_args"):
             if func.attr.value == "parse_known_args" and binding.index not in ((0,),):
                 return Unknown("parse_known_args extras")
