@@ -917,6 +917,29 @@ def test_consumer_with_inline_pipeline() -> None:
     assert consumer.pipeline.root.key == "adam"
 
 
+def test_progress_bar_updates_are_no_update_sites() -> None:
+    """rich's `progress.update(task, advance=1)` and a tqdm bar's `update(n, ...)` take
+    two arguments like an optimizer's update; a receiver bound only to a progress bar is
+    none. A name also bound to something else keeps its update."""
+    f = facts(
+        """
+        import optax
+        from rich.progress import Progress
+        from tqdm import tqdm
+        tx = optax.adam(1e-3)
+        def run(batches, task, grads, opt_state, maybe):
+            with Progress() as progress:
+                progress.update(task, advance=1)
+            bar = tqdm(batches)
+            bar.update(1, 2)
+            tx.update(grads, opt_state)
+            other = tqdm(batches) if maybe else tx
+            other.update(grads, opt_state)
+        """
+    )
+    assert [code(s.receiver) for s in f.update_sites] == ["tx", "other"]
+
+
 def test_update_sites() -> None:
     f = facts(
         """

@@ -18,6 +18,7 @@ from optax_lint.facts.pipelines.updates import (
     TRAIN_STATE_CREATE,
     Consumer,
     UpdateSite,
+    is_progress_bar,
 )
 from optax_lint.facts.schedules.calls import Schedule, ScheduleExtractor
 from optax_lint.syntax.arguments import named_arg
@@ -444,6 +445,8 @@ class ModuleFacts:
             elif method == "update" and len(record.node.args) >= 2:
                 if qualified_name(func.value, record.scope) is not None:
                     continue  # nnx.update(model, state), jax.config.update(...): a module's function
+                if is_progress_bar(self, func.value, record.scope):
+                    continue  # rich's progress.update(task, advance=1)
                 pipeline = self.pipeline_for(func.value, record.scope)
                 site = UpdateSite("update", record, func.value, pipeline)
                 sites.append(site)

@@ -14,12 +14,31 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.syntax.arguments import call_arg, named_arg
-from optax_lint.syntax.walker import CallRecord
+from optax_lint.syntax.names import lookup
+from optax_lint.syntax.walker import CallRecord, Scope
 
 TRAIN_STATE_CREATE = (
     "flax.training.train_state.TrainState.create",
 )
 NNX_OPTIMIZER = ("flax.nnx.Optimizer", "flax.nnx.optimizer.Optimizer", "flax.nnx.ModelAndOptimizer")
+# Progress bars whose `update(task, advance=1)` / `update(n, ...)` takes two arguments,
+# like an optimizer's update: their receivers are no optimizer.
+PROGRESS_BARS = frozenset({
+    "rich.progress.Progress", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
+    "tqdm.std.tqdm", "enlighten.Counter", "enlighten.get_manager",
+})
+
+
+def is_progress_bar(facts, receiver: cst.BaseExpression, scope: Scope) -> bool:
+    """`progress` bound (only) to `Progress()` / `tqdm(...)`, by assignment or `with ... as`."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    _, bindings = lookup(receiver.value, scope)
+    return bool(bindings) and all(
+        b.kind in ("assign", "with") and isinstance(b.value, cst.Call)
+        and facts.canonical(b.value.func, b.scope) in PROGRESS_BARS
+        for b in bindings
+    )
 
 
 @dataclass(eq=False)
