@@ -59,6 +59,16 @@ def _training_region(facts):
             callees.add(id(_outermost_function(target)))
         if id(_outermost_function(target)) in region and here is not None:
             callers.add(id(here))
+    # The function that hands a training function over by name (`compiled =
+    # jax.jit(train_step)`, then `compiled(...)` in its loop) calls it as much.
+    for record in facts.raw.calls:
+        here = _outermost_function(record.scope)
+        if here is None or id(here) in region:
+            continue
+        for arg in record.node.args:
+            target = _local_function(facts, arg.value, record.scope)
+            if target is not None and id(_outermost_function(target)) in region:
+                callers.add(id(here))
     region |= callees | callers
     # Functions handed over by name from the training code or module level:
     # hk.transform(forward), jax.jit(step), nn.scan(body).
@@ -67,12 +77,9 @@ def _training_region(facts):
         if here is not None and id(here) not in region:
             continue
         for arg in record.node.args:
-            if isinstance(arg.value, cst.Name):
-                _, bindings = lookup(arg.value.value, record.scope)
-                if len(bindings) == 1 and bindings[0].kind == "def":
-                    target = facts.raw.functions.get(bindings[0].node)
-                    if target is not None:
-                        region.add(id(_outermost_function(target)))
+            target = _local_function(facts, arg.value, record.scope)
+            if target is not None:
+                region.add(id(_outermost_function(target)))
 
     # A forward pass decorated with a transform (`@hk.transform def forward(...)`) is what
     # `hk.transform(forward)` hands over: the model the training code's `forward.apply` runs.
@@ -85,6 +92,16 @@ def _training_region(facts):
         return function is None or id(function) in region
 
     return keep
+
+
+def _local_function(facts, expr: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
+    """The scope of the function the file defines once under the name `expr`."""
+    if not isinstance(expr, cst.Name):
+        return None
+    _, bindings = lookup(expr.value, scope)
+    if len(bindings) == 1 and bindings[0].kind == "def":
+        return facts.raw.functions.get(bindings[0].node)
+    return None
 
 
 _TRANSFORM_DECORATORS = frozenset({"transform", "transform_with_state", "without_apply_rng"})
