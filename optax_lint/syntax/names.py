@@ -25,6 +25,17 @@ def lookup(name: str, scope: Scope) -> tuple[Optional[Scope], list[Binding]]:
     return None, []
 
 
+def local_function(raw, expr: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
+    """The scope of the function the file (`raw`, its RawFacts) defines once under the
+    name `expr`; None for anything else."""
+    if not isinstance(expr, cst.Name):
+        return None
+    _, bindings = lookup(expr.value, scope)
+    if len(bindings) == 1 and bindings[0].kind == "def":
+        return raw.functions.get(bindings[0].node)
+    return None
+
+
 def qualified_name(expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
     """`ox.transforms.clip` -> 'optax.transforms.clip', or None when not an import."""
     if isinstance(expr, cst.Name):

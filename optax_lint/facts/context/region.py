@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from optax_lint.syntax.names import lookup
+from optax_lint.syntax.names import local_function
 from optax_lint.syntax.walker import Scope
 
 
@@ -34,13 +34,9 @@ def calls_of_local_functions(facts):
     """(call record, the function's scope) for each call by name of a function the file
     defines once."""
     for record in facts.raw.calls:
-        func = record.node.func
-        if isinstance(func, cst.Name):
-            _, bindings = lookup(func.value, record.scope)
-            if len(bindings) == 1 and bindings[0].kind == "def":
-                target = facts.raw.functions.get(bindings[0].node)
-                if target is not None:
-                    yield record, target
+        target = local_function(facts.raw, record.node.func, record.scope)
+        if target is not None:
+            yield record, target
 
 
 def _training_region(facts):
@@ -66,7 +62,7 @@ def _training_region(facts):
         if here is None or id(here) in region:
             continue
         for arg in record.node.args:
-            target = _local_function(facts, arg.value, record.scope)
+            target = local_function(facts.raw, arg.value, record.scope)
             if target is not None and id(_outermost_function(target)) in region:
                 callers.add(id(here))
     region |= callees | callers
@@ -77,7 +73,7 @@ def _training_region(facts):
         if here is not None and id(here) not in region:
             continue
         for arg in record.node.args:
-            target = _local_function(facts, arg.value, record.scope)
+            target = local_function(facts.raw, arg.value, record.scope)
             if target is not None:
                 region.add(id(_outermost_function(target)))
 
@@ -92,16 +88,6 @@ def _training_region(facts):
         return function is None or id(function) in region
 
     return keep
-
-
-def _local_function(facts, expr: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
-    """The scope of the function the file defines once under the name `expr`."""
-    if not isinstance(expr, cst.Name):
-        return None
-    _, bindings = lookup(expr.value, scope)
-    if len(bindings) == 1 and bindings[0].kind == "def":
-        return facts.raw.functions.get(bindings[0].node)
-    return None
 
 
 _TRANSFORM_DECORATORS = frozenset({"transform", "transform_with_state", "without_apply_rng"})

@@ -33,7 +33,7 @@ from optax_lint.facts.file_role import (
 )
 from optax_lint.facts.state.walks import name_counts
 from optax_lint.syntax.arguments import param_arg
-from optax_lint.syntax.names import lookup
+from optax_lint.syntax.names import local_function, lookup
 from optax_lint.syntax.walker import Scope
 
 _ROLE_KEYWORDS = frozenset({"tx", "optimizer"})
@@ -95,7 +95,7 @@ def _possible_calls(facts, expr: cst.BaseExpression, scope: Scope, depth: int) -
         # MultiSteps(...).gradient_transformation(): the MultiSteps pipeline.
         if isinstance(func, cst.Attribute) and func.attr.value == "gradient_transformation" and isinstance(func.value, cst.Call):
             return possible_calls(facts, func.value, scope, depth + 1)
-        function = _local_function(facts, func, scope)
+        function = local_function(facts.raw, func, scope)
         if function is not None:
             out: list[cst.Call] = []
             for ret in function.returns:
@@ -114,15 +114,6 @@ def _possible_calls(facts, expr: cst.BaseExpression, scope: Scope, depth: int) -
                 out.extend(_passed_by_callers(facts, owner, expr.value, depth))
         return out
     return []
-
-
-def _local_function(facts, func: cst.BaseExpression, scope: Scope) -> Optional[Scope]:
-    if not isinstance(func, cst.Name):
-        return None
-    _, bindings = lookup(func.value, scope)
-    if len(bindings) == 1 and bindings[0].kind == "def":
-        return facts.raw.functions.get(bindings[0].node)
-    return None
 
 
 def _passed_by_callers(facts, function: Scope, name: str, depth: int) -> list[cst.Call]:
