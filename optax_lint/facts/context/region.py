@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.syntax.names import local_function
+from optax_lint.syntax.nodes import last_name
 from optax_lint.syntax.walker import Scope
 
 
@@ -55,32 +56,29 @@ def _training_region(facts):
             callees.add(id(_outermost_function(target)))
         if id(_outermost_function(target)) in region and here is not None:
             callers.add(id(here))
+    # (the function a call sits in, the function it hands over by name): jax.jit(step)
+    handed = [
+        (_outermost_function(record.scope), _outermost_function(target))
+        for record in facts.raw.calls
+        for arg in record.node.args
+        if (target := local_function(facts.raw, arg.value, record.scope)) is not None
+    ]
     # The function that hands a training function over by name (`compiled =
     # jax.jit(train_step)`, then `compiled(...)` in its loop) calls it as much.
-    for record in facts.raw.calls:
-        here = _outermost_function(record.scope)
-        if here is None or id(here) in region:
-            continue
-        for arg in record.node.args:
-            target = local_function(facts.raw, arg.value, record.scope)
-            if target is not None and id(_outermost_function(target)) in region:
-                callers.add(id(here))
+    for here, target in handed:
+        if here is not None and id(here) not in region and id(target) in region:
+            callers.add(id(here))
     region |= callees | callers
     # Functions handed over by name from the training code or module level:
     # hk.transform(forward), jax.jit(step), nn.scan(body).
-    for record in facts.raw.calls:
-        here = _outermost_function(record.scope)
-        if here is not None and id(here) not in region:
-            continue
-        for arg in record.node.args:
-            target = local_function(facts.raw, arg.value, record.scope)
-            if target is not None:
-                region.add(id(_outermost_function(target)))
+    for here, target in handed:
+        if here is None or id(here) in region:
+            region.add(id(target))
 
     # A forward pass decorated with a transform (`@hk.transform def forward(...)`) is what
     # `hk.transform(forward)` hands over: the model the training code's `forward.apply` runs.
     for node, scope in facts.raw.functions.items():
-        if any(_decorator_name(d.decorator) in _TRANSFORM_DECORATORS for d in node.decorators):
+        if any(_decorated_by(d.decorator) in _TRANSFORM_DECORATORS for d in node.decorators):
             region.add(id(_outermost_function(scope)))
 
     def keep(scope: Optional[Scope]) -> bool:
@@ -93,11 +91,7 @@ def _training_region(facts):
 _TRANSFORM_DECORATORS = frozenset({"transform", "transform_with_state", "without_apply_rng"})
 
 
-def _decorator_name(expr: cst.BaseExpression) -> str:
+def _decorated_by(expr: cst.BaseExpression) -> str:
     """`hk.transform` -> "transform"; a called decorator by its callee."""
-    if isinstance(expr, cst.Call):
-        expr = expr.func
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return expr.value if isinstance(expr, cst.Name) else ""
+    return last_name(expr.func if isinstance(expr, cst.Call) else expr)
 

@@ -62,13 +62,16 @@ _HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "hea
 _FF_FACTOR_NAMES = ("widening_factor", "mlp_ratio", "ff_mult", "mlp_factor")
 _DEPTH_NAMES = _L_NAMES + _ENC_NAMES + _DEC_NAMES
 _SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _FF_FACTOR_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES)
+# as sets, for _sizes_a_model, asked of every call's keywords
+_DEPTH_SET, _D_SET = frozenset(_DEPTH_NAMES), frozenset(_D_NAMES)
+_HEADS_SET, _HEAD_SIZE_SET = frozenset(_HEADS_NAMES), frozenset(_HEAD_SIZE_NAMES)
 
 
 def _sizes_a_model(keys) -> bool:
     """Names that give both a depth and a width (directly, or as heads x head size)."""
     keys = set(keys)
-    width = keys & set(_D_NAMES) or (keys & set(_HEADS_NAMES) and keys & set(_HEAD_SIZE_NAMES))
-    return bool(keys & set(_DEPTH_NAMES) and width)
+    width = keys & _D_SET or (keys & _HEADS_SET and keys & _HEAD_SIZE_SET)
+    return bool(keys & _DEPTH_SET and width)
 
 
 def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:

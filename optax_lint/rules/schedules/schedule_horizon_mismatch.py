@@ -33,7 +33,7 @@ def _stepped_by_the_run(facts, use: LrUse) -> bool:
     optimizers = [p for p in facts.pipelines if any(n.kind == "alias" for n in p.nodes())]
     if len(optimizers) <= 1:
         return True
-    holders = [getattr(site, "pipeline", None) for site in facts.update_sites] + [c.pipeline for c in facts.consumers]
+    holders = [site.pipeline for site in facts.update_sites] + [c.pipeline for c in facts.consumers]
     return any(held is use.pipeline for held in holders)
 
 
