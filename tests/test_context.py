@@ -690,6 +690,30 @@ def test_params_estimate_encoder_decoder_and_heads_times_head_size():
     # Heads without a head size give no width.
     assert facts_of(src.replace("    d_kv: int = 64\n", "")).run_context.get("params") is None
 
+def test_params_estimate_keeps_the_count_outside_the_embedding_for_the_small_model_line():
+    """The estimate is the whole model; the small-model line (OPX201, OPX301) compares the
+    count outside the token-embedding table. A declared count is the whole model."""
+    from optax_lint.rules.schedules.regime import small_model_entry
+
+    src = LINEN_HEAD + (
+        "class GPT(nn.Module):\n    n_layer: int = 2\n    n_embd: int = 128\n    vocab_size: int = 50257\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(4)(x)\n\nGPT()\n"
+    )
+    facts = facts_of(src)
+    entry = facts.run_context.get("params")
+    blocks = 2 * (4 * 128**2 + 2 * 128 * 4 * 128)
+    assert entry.value == blocks + 50257 * 128 and entry.non_embedding == blocks
+    assert "(393K outside the 50257 x 128 embedding)" in entry.detail
+    assert small_model_entry(facts, 1e6) is entry
+    # four blocks 256 wide are 3.1M whatever the vocabulary: not small
+    deeper = facts_of(src.replace("n_layer: int = 2", "n_layer: int = 4").replace("n_embd: int = 128", "n_embd: int = 256"))
+    assert small_model_entry(deeper, 1e6) is None
+    # a declared count is the whole model, embedding included
+    declared = facts_of("# optax-lint: context params=6_826_112\n" + src)
+    assert declared.run_context.get("params").non_embedding is None
+    assert small_model_entry(declared, 1e6) is None
+
+
 def test_params_estimate_reads_n_embed_last():
     """`n_embed` is a nanoGPT port's width; beside another width name (a VQ-GAN's
     `embed_dim`) it is that config's codebook size, so the other name wins."""

@@ -97,7 +97,7 @@ class ContextValue:
     positions cost more than the parse and most runs never print them.
     """
 
-    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail", "by_name", "module")
+    __slots__ = ("value", "source", "_location", "_locate", "confidence", "detail", "by_name", "module", "non_embedding")
 
     def __init__(
         self,
@@ -110,7 +110,11 @@ class ContextValue:
         locate: Optional[Callable[[], Optional[str]]] = None,
         by_name: bool = False,
         module: Any = None,
+        non_embedding: Optional[int] = None,
     ) -> None:
+        # `params` estimated from a config: the count outside the token-embedding table
+        # (None when declared: a declared count is the whole model)
+        self.non_embedding = non_embedding
         self.by_name = by_name  # inferred from a name alone (a class name), a weak signal
         self.module = module  # the ModuleFacts an inferred value was read from (the model's module for `arch`)
         self.value = value

@@ -305,8 +305,9 @@ def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
     for group in _size_groups(inf):
         result = _estimate(group)
         if result is not None:
-            value, detail, confidence, origin = result
-            return ContextValue(value, "inferred", None, confidence, detail, locate=origin.location if origin else None)
+            value, embedding, detail, confidence, origin = result
+            return ContextValue(value, "inferred", None, confidence, detail, locate=origin.location if origin else None,
+                                non_embedding=value - embedding)
     inf.note("params", "no layers/width found in the model's config (num_layers, emb_dim/d_model/hidden_size, vocab_size)")
     return None
 
@@ -369,7 +370,8 @@ def _positive_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
+def _estimate(group: dict) -> Optional[tuple[int, int, str, str, Optional[Origin]]]:
+    """(params, of which the token embedding, detail, confidence, origin)."""
     def pick(names, test=positive_int):
         for name in names:
             found = group.get(name)
@@ -409,7 +411,8 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
     else:
         d_ff, ff_terms = 4 * d, f"d_ff={4 * d} (4d)"
     V = int(vocab[1].value) if vocab else 0
-    total = sum(int(found.value) * (attention * d * d + 2 * d * d_ff) for (_, found), attention in stacks) + V * d
+    embedding = V * d
+    total = sum(int(found.value) * (attention * d * d + 2 * d * d_ff) for (_, found), attention in stacks) + embedding
     used += [vocab[1]] if vocab else []
     confidence = "medium"
     for found in used:
@@ -424,5 +427,11 @@ def _estimate(group: dict) -> Optional[tuple[int, str, str, Optional[Origin]]]:
         formula = "L*(4d^2 + 2*d*d_ff) + V*d"
     terms = f"{depth_terms}, {width_terms}, {ff_terms}" + (f", V={V} ({vocab[0]})" if vocab else ", no vocabulary")
     detail = f"estimated {formula} with {terms}"
+    if embedding:
+        detail += f" ({_count(total - embedding)} outside the {V} x {d} embedding)"
     origin = (width[1] if width is not None else heads[1]).origin or used[0].origin
-    return total, detail, confidence, origin
+    return total, embedding, detail, confidence, origin
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"

@@ -24,11 +24,19 @@ def fine_tune_entry(facts) -> Optional[Any]:
 
 def small_model_entry(facts, max_params: float) -> Optional[Any]:
     """The `params` entry when the model is known to be small (fewer than `max_params`,
-    declared or estimated from its config); None when it is not, or not known."""
+    declared or estimated from its config); None when it is not, or not known.
+
+    An estimate is counted without its token-embedding table, as scaling-law work sizes
+    a model (Kaplan et al., 2020): a step touches only its batch's rows of the table,
+    and the depth and width of the stack are what the clip and the warmup guard."""
     if not max_params:
         return None
     params = context_number(facts, "params")
-    return context_value(facts, "params") if params is not None and params < max_params else None
+    if params is None:
+        return None
+    entry = context_value(facts, "params")
+    count = entry.non_embedding if entry is not None and entry.non_embedding is not None else params
+    return entry if count < max_params else None
 
 
 def demo_run_entry(facts, max_steps: int) -> Optional[Any]:
