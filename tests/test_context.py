@@ -1111,6 +1111,50 @@ def test_a_default_no_call_in_the_module_passes_is_what_the_module_runs():
     assert value(facts_of(STEP + train + "\ntrain(0, **extra)\n"), "steps") is None  # spread keywords may hold it
 
 
+def test_an_init_parameter_takes_what_the_instantiations_of_its_class_pass():
+    """`__init__`'s callers are the calls of its class: `Cfg()` keeps the default (medium),
+    `Cfg(num_layers=6)` passes 6; another method's callers are still not followed."""
+    cfg = (
+        "from transformers import FlaxT5ForConditionalGeneration, T5Config\n\n"
+        "class Cfg(T5Config):\n"
+        "    def __init__(self, vocab_size=32000, d_model=128, d_ff=256, num_layers=2, **kwargs):\n"
+        "        super().__init__(vocab_size=vocab_size, d_model=d_model, d_ff=d_ff, num_layers=num_layers, **kwargs)\n\n"
+    )
+    use = "model = FlaxT5ForConditionalGeneration(config={call})\n"
+    kept = facts_of(STEP + cfg + use.format(call="Cfg()")).run_context.get("params")
+    assert kept.confidence == "medium" and kept.non_embedding == 2 * (4 * 128**2 + 2 * 128 * 256)
+    passed = facts_of(STEP + cfg + use.format(call="Cfg(num_layers=6)")).run_context.get("params")
+    assert passed.non_embedding == 6 * (4 * 128**2 + 2 * 128 * 256)
+    positional = facts_of(STEP + cfg + use.format(call="Cfg(32000, 256)")).run_context.get("params")
+    assert positional.non_embedding == 2 * (4 * 256**2 + 2 * 256 * 256)  # self is not a position
+    # no instantiation here: the defaults are only a guess (low, not used by the rules)
+    nowhere = facts_of(STEP + cfg + use.format(call="load_config()"))
+    assert nowhere.run_context.get("arch").value == "transformer" and nowhere.run_context.get("params") is None
+    assert facts_of(STEP + cfg + use.format(call="Cfg(**overrides)")).run_context.get("params") is None
+
+
+def test_a_config_class_init_defaults_size_the_model_across_modules(tmp_path):
+    """A config module's `T5Config` subclass keeps its sizes as `__init__` defaults; the
+    training file imports and builds it: the defaults size the model (medium). A default
+    the `__init__` neither keeps nor hands on is not a size."""
+    cfg = (
+        "from transformers import T5Config\n\n"
+        "class TinyConfig(T5Config):\n"
+        "    def __init__(self, vocab_size=32000, d_model=128, d_ff=256, num_layers=2, unused_layers=40, **kwargs):\n"
+        "        self.note = 'tiny'\n"
+        "        super().__init__(vocab_size=vocab_size, d_model=d_model, d_ff=d_ff, num_layers=num_layers, **kwargs)\n"
+    )
+    train = STEP + (
+        "from transformers import FlaxT5ForConditionalGeneration\nfrom tiny_config import TinyConfig\n\n"
+        "model = FlaxT5ForConditionalGeneration(config=TinyConfig())\n"
+    )
+    entry = project_facts(tmp_path, {"tiny_config.py": cfg, "train.py": train}).run_context.get("params")
+    assert entry.confidence == "medium" and entry.non_embedding == 2 * (4 * 128**2 + 2 * 128 * 256)
+    assert "tiny_config.py" in entry.location
+    hidden = cfg.replace("num_layers=num_layers, ", "")
+    assert project_facts(tmp_path / "h", {"tiny_config.py": hidden, "train.py": train}).run_context.get("params") is None
+
+
 def test_a_parameters_attribute_is_read_on_the_namespace_the_callers_pass():
     """`args.max_steps` inside `train(args)`, where the module passes an
     argparse.Namespace built from keywords: the keyword's value, at medium confidence."""

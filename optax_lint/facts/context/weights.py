@@ -345,6 +345,17 @@ def _size_groups(inf: Evidence):
                         if isinstance(found, Found):
                             group[name] = found
                 yield group
+            elif _sizes_a_model(info.init_defaults):
+                # a config class whose __init__ keeps its keyword defaults (a T5Config subclass)
+                evaluator = ConfigEvaluator(module, project)
+                group = {}
+                for name, (default, param) in info.init_defaults.items():
+                    if name in wanted:
+                        found = evaluator.eval(default, info.scope, 0)
+                        if isinstance(found, Found):
+                            group[name] = Found(found.value, weaker(found.confidence, "medium"), Origin(module, param),
+                                                f"{info.name}.__init__ default of {name}")
+                yield group
     # 3. ml_collections configs: one (sub)dict that has both
     if project.file:
         for module in project.config_modules(_DEPTH_NAMES):

@@ -34,19 +34,26 @@ def omitted_by_every_call(facts, binding: Binding) -> bool:
 def _arguments(facts, binding: Binding) -> Optional[list[tuple[Optional[cst.Arg], Scope]]]:
     """What each call of the parameter's function in this module passes for it (None
     for a call that leaves it out); None when there is no call, a call spreads
-    *args/**kwargs, or the function is a method."""
+    *args/**kwargs, or the function is a method other than `__init__` (whose calls are
+    those of its class: `TinyConfig()` passes nothing for `__init__(self, d_model=128)`)."""
     fn = binding.scope
     param = binding.node
     if fn.kind != "function" or not isinstance(fn.node, cst.FunctionDef) or not isinstance(param, cst.Param):
         return None
-    if fn.parent is None or fn.parent.kind == "class":
+    if fn.parent is None:
         return None
     positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
+    callee, defined = fn.name, fn.node
+    if fn.parent.kind == "class":
+        if fn.name != "__init__" or not isinstance(fn.parent.node, cst.ClassDef) or fn.parent.parent is None:
+            return None
+        callee, defined = fn.parent.name, fn.parent.node
+        positional = positional[1:]  # self
     index = next((i for i, p in enumerate(positional) if p is param), None)
     passed = []
-    for record in facts.calls_by_bare_name.get(fn.name, ()):
-        _, targets = lookup(fn.name, record.scope)
-        if len(targets) != 1 or targets[0].node is not fn.node:
+    for record in facts.calls_by_bare_name.get(callee, ()):
+        _, targets = lookup(callee, record.scope)
+        if len(targets) != 1 or targets[0].node is not defined:
             continue
         args = record.node.args
         if any(a.star for a in args):

@@ -288,7 +288,9 @@ class ConfigEvaluator(Evaluator):
                 if isinstance(found, Found):
                     if omitted_by_every_call(self.facts, bindings[0]):
                         # what running this module does, as a passed value is
-                        return found.capped("medium", f"default of parameter {word}, which no call of {bindings[0].scope.name}() here passes")
+                        fn = bindings[0].scope
+                        called = fn.parent.name if fn.name == "__init__" and fn.parent is not None and fn.parent.kind == "class" else fn.name
+                        return found.capped("medium", f"default of parameter {word}, which no call of {called}() here passes")
                     return found.capped("low", f"default of parameter {word}")
             return Unknown(f"'{word}' is a parameter")
         if bindings and all(b.kind == "import" for b in bindings) and len({b.qualname for b in bindings}) == 1:

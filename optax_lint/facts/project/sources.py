@@ -5,7 +5,7 @@ defaults, and the ml_collections entries its `get_config()` builds."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import libcst as cst
@@ -14,7 +14,7 @@ from optax_lint.facts.project.files import defines_get_config
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.names import qualified_name
 from optax_lint.syntax.values import Unknown, value_of
-from optax_lint.syntax.walker import Scope
+from optax_lint.syntax.walker import Scope, walk
 
 
 @dataclass
@@ -24,6 +24,10 @@ class ClassInfo:
     kind: str  # dataclass | module | namedtuple | plain
     fields: "OrderedDict[str, tuple[Optional[cst.BaseExpression], cst.CSTNode]]"  # name -> (default expr, statement)
     facts: object = None  # the module that defines it
+    # `__init__(self, d_model=128, ...)` keyword defaults the method keeps (`self.d_model =
+    # d_model`) or hands to its parent (`super().__init__(d_model=d_model)`): a config
+    # class built with no arguments holds them. Not class attributes, so not `fields`.
+    init_defaults: "OrderedDict[str, tuple[cst.BaseExpression, cst.Param]]" = field(default_factory=OrderedDict)
 
 
 
@@ -197,7 +201,32 @@ def _class_info(facts, scope: Scope) -> Optional[ClassInfo]:
             elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
                 if kind != "plain":
                     fields[small.targets[0].target.value] = (small.value, stmt)
-    if kind == "plain" and not fields:
+    init_defaults = _init_defaults(body)
+    if kind == "plain" and not fields and not init_defaults:
         return None
-    return ClassInfo(node.name.value, scope, kind, fields, facts)
+    return ClassInfo(node.name.value, scope, kind, fields, facts, init_defaults)
+
+
+def _init_defaults(body) -> "OrderedDict[str, tuple]":
+    init = next((stmt for stmt in body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"), None)
+    out: "OrderedDict[str, tuple]" = OrderedDict()
+    if init is None:
+        return out
+    kept: set[str] = set()
+    for node in walk(init.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" and t.attr.value == node.value.value:
+                    kept.add(node.value.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__":
+            for arg in node.args:
+                if arg.keyword is not None and isinstance(arg.value, cst.Name) and arg.keyword.value == arg.value.value:
+                    kept.add(arg.value.value)
+    params = init.params
+    for param in list(params.params) + list(params.kwonly_params):
+        name = param.name.value
+        if param.default is not None and name in kept and name != "self":
+            out[name] = (param.default, param)
+    return out
 
