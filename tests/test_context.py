@@ -714,6 +714,19 @@ def test_params_estimate_keeps_the_count_outside_the_embedding_for_the_small_mod
     assert small_model_entry(declared, 1e6) is None
 
 
+def test_params_estimate_reads_the_papers_notation_only_as_a_whole():
+    """`N`, `d_model`/`dm` and `d_ff`/`dff` together: N encoder and N decoder layers. A
+    bare `N` beside a width alone is a batch or a sample count, not a depth."""
+    src = LINEN_HEAD + (
+        "class Seq2Seq(nn.Module):\n    N: int = 3\n    dm: int = 32\n    dff: int = 64\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(4)(x)\n\nSeq2Seq()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 3 * (4 * 32**2 + 2 * 32 * 64) + 3 * (8 * 32**2 + 2 * 32 * 64)
+    assert "L=3+3 (N, N;" in entry.detail and "d=32 (dm)" in entry.detail and "d_ff=64 (dff)" in entry.detail
+    assert facts_of(src.replace("    dff: int = 64\n", "")).run_context.get("params") is None
+
+
 def test_params_estimate_reads_n_embed_last():
     """`n_embed` is a nanoGPT port's width; beside another width name (a VQ-GAN's
     `embed_dim`) it is that config's codebook size, so the other name wins."""

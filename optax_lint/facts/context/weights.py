@@ -52,16 +52,21 @@ _DEC_NAMES = ("dec_depth", "num_decoder_layers", "decoder_layers", "n_dec_layers
 # Picked in this order. `n_embed` and `num_features` come last: a VQ-GAN's config spells
 # its codebook size `n_embed` (beside embed_dim), a nanoGPT port its width; nnx's layers
 # take their width as `num_features`, which a tabular model may use for its inputs.
-_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed", "num_features")
+_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed", "num_features", "dm")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
-_FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner", "num_hidden")
+_FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner", "num_hidden", "dff")
+# "Attention Is All You Need"'s notation (`make_model(N=6, d_model=512, d_ff=2048, h=8)`):
+# N layers in the encoder and N in the decoder. A bare `N` is too common a name (a batch,
+# a sample count) to be a depth anywhere else, so it counts only beside both widths.
+_PAPER_DEPTH = "N"
+_PAPER_D, _PAPER_FF = frozenset({"d_model", "dm"}), frozenset({"d_ff", "dff"})
 # A width given as heads x head size (T5's num_heads x d_kv)
 _HEADS_NAMES = ("num_heads", "n_heads", "n_head", "num_attention_heads", "heads")
 _HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "head_size", "key_size", "attn_size")
 # An MLP width given as a multiple of the model's (haiku's widening_factor, ViT's mlp_ratio)
 _FF_FACTOR_NAMES = ("widening_factor", "mlp_ratio", "ff_mult", "mlp_factor")
 _DEPTH_NAMES = _L_NAMES + _ENC_NAMES + _DEC_NAMES
-_SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _FF_FACTOR_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES)
+_SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _FF_FACTOR_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES + (_PAPER_DEPTH,))
 # as sets, for _sizes_a_model, asked of every call's keywords
 _DEPTH_SET, _D_SET = frozenset(_DEPTH_NAMES), frozenset(_D_NAMES)
 _HEADS_SET, _HEAD_SIZE_SET = frozenset(_HEADS_NAMES), frozenset(_HEAD_SIZE_NAMES)
@@ -71,7 +76,11 @@ def _sizes_a_model(keys) -> bool:
     """Names that give both a depth and a width (directly, or as heads x head size)."""
     keys = set(keys)
     width = keys & _D_SET or (keys & _HEADS_SET and keys & _HEAD_SIZE_SET)
-    return bool(keys & _DEPTH_SET and width)
+    return bool(keys & _DEPTH_SET and width) or _paper_notation(keys)
+
+
+def _paper_notation(keys) -> bool:
+    return _PAPER_DEPTH in keys and bool(keys & _PAPER_D) and bool(keys & _PAPER_FF)
 
 
 def infer_fine_tune(inf: Evidence, context) -> Optional[ContextValue]:
@@ -395,6 +404,10 @@ def _estimate(group: dict) -> Optional[tuple[int, int, str, str, Optional[Origin
     heads, head_size = pick(_HEADS_NAMES), pick(_HEAD_SIZE_NAMES)
     # the encoder's depth: its own name, else T5's num_layers beside num_decoder_layers
     encoder = enc or (plain if dec else None)
+    if not (plain or enc or dec) and _paper_notation(set(group)):
+        paper = pick((_PAPER_DEPTH,))
+        if paper is not None:
+            encoder, dec = paper, paper  # N encoder layers and N decoder layers
     if encoder and dec:
         stacks = [(encoder, 4), (dec, 8)]  # a decoder layer adds cross-attention: 4 d^2 more
     elif enc or dec or plain:
