@@ -1168,6 +1168,39 @@ def test_a_config_class_init_defaults_size_the_model_across_modules(tmp_path):
     assert project_facts(tmp_path / "h", {"tiny_config.py": hidden, "train.py": train}).run_context.get("params") is None
 
 
+def test_a_model_factory_sizes_the_model_through_the_callers_arguments(tmp_path):
+    """`model = get_model(args)`: the constructor the factory calls in the branch the
+    caller's `args` take, its keywords read where the caller passes `args` (argparse
+    defaults); a depth given as several num_*_blocks counts is their sum."""
+    blocks = (
+        "import flax.linen as nn\n\n"
+        "class Net(nn.Module):\n    num_enc_blocks: int\n    num_mix_blocks: int\n    dim: int\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(4)(x)\n"
+    )
+    factory = (
+        "from blocks import Net\n\n"
+        "def get_model(args):\n"
+        "    if args.size == 'small':\n"
+        "        return Net(num_enc_blocks=args.enc, num_mix_blocks=args.mix, dim=args.width)\n"
+        "    return Net(num_enc_blocks=12, num_mix_blocks=12, dim=1024)\n"
+    )
+    train = STEP + (
+        "import argparse\nfrom factory import get_model\n\n"
+        "def main(args):\n    model = get_model(args)\n"
+        "    for batch in range(10):\n        state = train_step(state, batch)\n\n"
+        "if __name__ == '__main__':\n    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--size', default='small')\n    p.add_argument('--enc', type=int, default=1)\n"
+        "    p.add_argument('--mix', type=int, default=2)\n    p.add_argument('--width', type=int, default=64)\n"
+        "    main(p.parse_args())\n"
+    )
+    files = {"blocks.py": blocks, "factory.py": factory, "train.py": train}
+    entry = project_facts(tmp_path / "small", files).run_context.get("params")
+    assert entry.value == 3 * (4 * 64**2 + 2 * 64 * 4 * 64) and entry.confidence == "medium"
+    assert "L=3 (num_enc_blocks + num_mix_blocks)" in entry.detail and "d=64 (dim)" in entry.detail
+    big = dict(files, **{"train.py": train.replace("default='small'", "default='large'")})
+    assert project_facts(tmp_path / "big", big).run_context.get("params").value == 24 * (4 * 1024**2 + 2 * 1024 * 4 * 1024)
+
+
 def test_a_parameters_attribute_is_read_on_the_namespace_the_callers_pass():
     """`args.max_steps` inside `train(args)`, where the module passes an
     argparse.Namespace built from keywords: the keyword's value, at medium confidence."""

@@ -105,6 +105,15 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return iter(children(node))
 
 
+def inside_scope(scope: Optional["Scope"], outer: "Scope") -> bool:
+    """`scope` is `outer` or nested in it."""
+    while scope is not None:
+        if scope is outer:
+            return True
+        scope = scope.parent
+    return False
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Pre-order, source-order walk of a subtree (without whitespace nodes)."""
     stack = [node]

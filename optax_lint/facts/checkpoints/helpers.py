@@ -15,7 +15,7 @@ from optax_lint.facts.checkpoints.vocabulary import RESTORE_ARGS, SAVE_ARGS, orb
 from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.facts.project.files import defines_function
 from optax_lint.syntax.names import lookup
-from optax_lint.syntax.walker import CallRecord, Scope
+from optax_lint.syntax.walker import CallRecord, Scope, inside_scope
 
 _NEED = ("save", "restore", "dump", "to_bytes", "checkpoint")
 # What a helper hands its parameter to: a module naming none of these saves nothing we
@@ -61,13 +61,6 @@ def helper_function(facts, record: CallRecord):
     return module, function, qual
 
 
-def _inside(scope: Optional[Scope], function: Scope) -> bool:
-    while scope is not None:
-        if scope is function:
-            return True
-        scope = scope.parent
-    return False
-
 
 def _param_of(module, expr: Optional[cst.BaseExpression], scope: Scope, wrappers) -> Optional[str]:
     """The helper's parameter an expression is: `tree`, or `ocp.args.StandardSave(tree)`."""
@@ -112,7 +105,7 @@ def helper_save(facts, record: CallRecord) -> Optional[tuple[str, cst.BaseExpres
     if found is None:
         return None
     module, function, qual = found
-    sites = [site for site in module.checkpoints.saves if _inside(site.record.scope, function)]
+    sites = [site for site in module.checkpoints.saves if inside_scope(site.record.scope, function)]
     saved = {_param_of(module, site.payload_expr, site.record.scope, SAVE_ARGS) for site in sites}
     saved.discard(None)
     if len(saved) != 1:
@@ -129,7 +122,7 @@ def helper_restore(facts, record: CallRecord) -> Optional[tuple[str, Optional[cs
     if found is None:
         return None
     module, function, qual = found
-    restores = [site for site in module.checkpoints.restores if _inside(site.record.scope, function)]
+    restores = [site for site in module.checkpoints.restores if inside_scope(site.record.scope, function)]
     if len(restores) != 1:
         return None
     site = restores[0]

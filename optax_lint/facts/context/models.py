@@ -17,13 +17,13 @@ import libcst as cst
 from optax_lint.facts.context.evidence import Evidence, last_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.files import defines_function
-from optax_lint.facts.project.evaluate import project_value
-from optax_lint.facts.project.found import Origin, weaker
+from optax_lint.facts.project.evaluate import ConfigEvaluator, project_value
+from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup, qualified_name
 from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.values import Unknown, value_of
-from optax_lint.syntax.walker import Scope
+from optax_lint.syntax.walker import Scope, inside_scope
 
 _LIBRARIES = ("flax.linen.", "flax.nnx.", "flax.experimental.nnx.", "haiku.", "equinox.", "jax.nn.", "flaxformer.", "praxis.", "jraph.")
 _ATTENTION = frozenset(
@@ -530,22 +530,15 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None,
     a transform wraps, or its forward pass (`forward_llama`); a constructor from a
     library (`gemma_from_checkpoint`) may build one of several models a notebook trains."""
     short = qual.rsplit(".", 1)[-1]
-    found = facts.project.module_of(qual, facts, [short], accept=defines_function)
-    inside = None
-    if found is not None and len(found[1]) == 1:
-        module, (name,) = found
-        inside = _function_scope(module, name)
-    if inside is None:
+    defined = _project_function(facts, qual)
+    if defined is None:
         arch = _function_arch(short) if how in ("wrapped", "forward") else None
         return ([Signal(arch, Origin(facts, node), f"{short}() (imported model function)", by_name=True)] if arch else []), []
+    module, name, inside = defined
     index = module.model_index
 
     def within(scope: Optional[Scope]) -> bool:
-        while scope is not None:
-            if scope is inside:
-                return True
-            scope = scope.parent
-        return False
+        return inside_scope(scope, inside)
 
     out: list[Signal] = [s for s in index.direct if within(s.scope)]
     models: list[tuple[str, list[Signal]]] = []  # each model class the function builds
@@ -616,13 +609,57 @@ class _Branches:
 
     def _argument_value(self, expr: cst.BaseExpression):
         """`args.model_name` in the factory, as the caller's argument holds it."""
-        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
-            return None
-        passed = param_arg(self.call, self.function.node, expr.value.value)
+        passed = self._passed(expr)
         if passed is None:
             return None
-        value = project_value(self.facts, cst.Attribute(value=passed, attr=expr.attr), self.scope)
+        value = project_value(self.facts, passed, self.scope)
         return value if isinstance(value, (str, int, float, bool)) else None
+
+    def argument(self, expr: cst.BaseExpression) -> Optional[Found]:
+        """`args.dim` in the factory, read where the caller passes `args` (an argparse
+        default, a config field), with that reading's confidence and provenance."""
+        passed = self._passed(expr)
+        if passed is None:
+            return None
+        found = ConfigEvaluator(self.facts).eval(passed, self.scope)
+        return found if isinstance(found, Found) else None
+
+    def _passed(self, expr: cst.BaseExpression) -> Optional[cst.Attribute]:
+        if not (self.reads and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+            return None
+        passed = param_arg(self.call, self.function.node, expr.value.value)
+        return None if passed is None else cst.Attribute(value=passed, attr=expr.attr)
+
+
+def factory_constructions(facts) -> list[tuple[object, object, _Branches]]:
+    """The calls inside each project function whose result the training code binds to its
+    model (`model = get_model(args)`), in the branches the caller's arguments take:
+    (the function's module, the call's record, the reader of the caller's arguments)."""
+    if facts.project is None or not facts.project.file:
+        return []
+    out = []
+    for qual, node, scope, how in facts.model_index.model_helpers:
+        defined = _project_function(facts, qual) if how == "bound" else None
+        if defined is None:
+            continue
+        module, _, inside = defined
+        branch = _Branches(facts, node, scope, module, inside)
+        for record in module.raw.calls:
+            if inside_scope(record.scope, inside) and branch.may_run(record.node):
+                out.append((module, record, branch))
+    return out
+
+
+def _project_function(facts, qual: str) -> Optional[tuple[object, str, Scope]]:
+    """(module, name, scope) of the module-level project function `qual` names."""
+    short = qual.rsplit(".", 1)[-1]
+    found = facts.project.module_of(qual, facts, [short], accept=defines_function)
+    if found is None or len(found[1]) != 1:
+        return None
+    module, (name,) = found
+    inside = _function_scope(module, name)
+    return None if inside is None else (module, name, inside)
+
 
 
 def _function_scope(module, name: str) -> Optional[Scope]:

@@ -49,7 +49,7 @@ from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, over_range, spells_test_case
 from optax_lint.syntax.values import value_of
-from optax_lint.syntax.walker import Scope
+from optax_lint.syntax.walker import Scope, inside_scope
 
 TRAINING_RUN = "training run"
 TEST = "test"
@@ -202,7 +202,7 @@ class _Reader:
             parents = self.facts.raw.parent_stmt
             found = []
             for record in self.facts.raw.calls:
-                if record.loop_depth == 0 or record.scope is not loop.scope and not _inside(record.scope, loop.scope):
+                if record.loop_depth == 0 or record.scope is not loop.scope and not inside_scope(record.scope, loop.scope):
                     continue
                 stmt = record.statement
                 while stmt in parents:
@@ -495,7 +495,7 @@ def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     for site in facts.update_sites:
         stepping.add(id(_outermost_test(site.record.scope)))
     for record, target in calls_of_local_functions(facts):
-        if any(site.record.scope is target or _inside(site.record.scope, target) for site in facts.update_sites):
+        if any(site.record.scope is target or inside_scope(site.record.scope, target) for site in facts.update_sites):
             stepping.add(id(_outermost_test(record.scope)))
     out = []
     for scope in tests:
@@ -551,13 +551,6 @@ def _outermost_test(scope: Optional[Scope]) -> Optional[Scope]:
         scope = scope.parent
     return found
 
-
-def _inside(scope: Optional[Scope], outer: Scope) -> bool:
-    while scope is not None:
-        if scope is outer:
-            return True
-        scope = scope.parent
-    return False
 
 
 def _function_of(scope: Optional[Scope]) -> Optional[Scope]:

@@ -22,6 +22,7 @@ from optax_lint.facts.context.evidence import (
     positive_int,
     shortened,
 )
+from optax_lint.facts.context.models import factory_constructions
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.evaluate import ConfigEvaluator, config_of
 from optax_lint.facts.project.found import Found, Origin, weaker
@@ -66,6 +67,10 @@ _HEAD_SIZE_NAMES = ("d_head", "head_dim", "d_kv", "d_q", "d_k", "dim_head", "hea
 # An MLP width given as a multiple of the model's (haiku's widening_factor, ViT's mlp_ratio)
 _FF_FACTOR_NAMES = ("widening_factor", "mlp_ratio", "ff_mult", "mlp_factor")
 _DEPTH_NAMES = _L_NAMES + _ENC_NAMES + _DEC_NAMES
+# A depth given in parts, summed when no other depth is given: a model of edge-encoder,
+# node-encoder and combined blocks (`num_edge_encoder_blocks=1, num_node_encoder_blocks=1,
+# num_combined_encoder_blocks=1`) has three blocks.
+_BLOCK_PART = re.compile(r"^num_\w+_blocks$")
 _SIZE_NAMES = frozenset(_DEPTH_NAMES + _D_NAMES + _V_NAMES + _FF_NAMES + _FF_FACTOR_NAMES + _HEADS_NAMES + _HEAD_SIZE_NAMES + (_PAPER_DEPTH,))
 # as sets, for _sizes_a_model, asked of every call's keywords
 _DEPTH_SET, _D_SET = frozenset(_DEPTH_NAMES), frozenset(_D_NAMES)
@@ -76,7 +81,12 @@ def _sizes_a_model(keys) -> bool:
     """Names that give both a depth and a width (directly, or as heads x head size)."""
     keys = set(keys)
     width = keys & _D_SET or (keys & _HEADS_SET and keys & _HEAD_SIZE_SET)
-    return bool(keys & _DEPTH_SET and width) or _paper_notation(keys)
+    depth = keys & _DEPTH_SET or any(_BLOCK_PART.match(key) for key in keys)
+    return bool(depth and width) or _paper_notation(keys)
+
+
+def _size_key(key: Optional[str]) -> bool:
+    return key is not None and (key in _SIZE_NAMES or _BLOCK_PART.match(key) is not None)
 
 
 def _paper_notation(keys) -> bool:
@@ -324,7 +334,6 @@ def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
 def _size_groups(inf: Evidence):
     """Candidate {name: Found} groups that describe one Transformer's size."""
     facts = inf.facts
-    wanted = _SIZE_NAMES
     # 1. arguments of a call that sets both layers and width: by keyword, or passed by
     # position as a variable named for what it holds (`NanoGPT(key, vocab_size, n_emb,
     # block_size, n_head, n_layer)`)
@@ -334,7 +343,7 @@ def _size_groups(inf: Evidence):
         if _sizes_a_model(keys):
             group = {}
             for key, arg in named:
-                if key in wanted and key not in group:
+                if _size_key(key) and key not in group:
                     found = inf.ev.eval(arg.value, record.scope)
                     if isinstance(found, Found):
                         group[key] = found
@@ -349,7 +358,7 @@ def _size_groups(inf: Evidence):
                 evaluator = ConfigEvaluator(module, project)
                 group = {}
                 for name in info.fields:
-                    if name in wanted:
+                    if _size_key(name):
                         found = evaluator.class_field(info, [name], "medium", 0)
                         if isinstance(found, Found):
                             group[name] = found
@@ -359,7 +368,7 @@ def _size_groups(inf: Evidence):
                 evaluator = ConfigEvaluator(module, project)
                 group = {}
                 for name, (default, param) in info.init_defaults.items():
-                    if name in wanted:
+                    if _size_key(name):
                         found = evaluator.eval(default, info.scope, 0)
                         if isinstance(found, Found):
                             group[name] = Found(found.value, weaker(found.confidence, "medium"), Origin(module, param),
@@ -371,10 +380,23 @@ def _size_groups(inf: Evidence):
             entries = config_of(module, project).ml
             prefixes: dict[tuple, dict] = {}
             for key, found in entries.items():
-                if key and key[-1] in wanted:
+                if key and _size_key(key[-1]):
                     prefixes.setdefault(key[:-1], {})[key[-1]] = found.capped("medium")
             for group in prefixes.values():
                 yield group
+    # 4. the constructor a project factory calls (`model = get_model(args)`), its keywords
+    # read where the caller passes `args`
+    for module, record, branch in factory_constructions(facts):
+        named = [(_arg_name(a), a) for a in record.node.args]
+        if _sizes_a_model({key for key, _ in named if key is not None}):
+            evaluator = ConfigEvaluator(module, project)
+            group = {}
+            for key, arg in named:
+                if _size_key(key) and key not in group:
+                    found = branch.argument(arg.value) or evaluator.eval(arg.value, record.scope)
+                    if isinstance(found, Found):
+                        group[key] = found
+            yield group
 
 
 def _arg_name(arg: cst.Arg) -> Optional[str]:
@@ -408,6 +430,14 @@ def _estimate(group: dict) -> Optional[tuple[int, int, str, str, Optional[Origin
         paper = pick((_PAPER_DEPTH,))
         if paper is not None:
             encoder, dec = paper, paper  # N encoder layers and N decoder layers
+    if not (plain or enc or dec or encoder):
+        parts = [(name, found) for name, found in group.items() if _BLOCK_PART.match(name) and positive_int(found.value)]
+        if parts:
+            confidence = "medium"
+            for _, found in parts:
+                confidence = weaker(confidence, found.confidence)
+            total_depth = sum(int(found.value) for _, found in parts)
+            plain = (" + ".join(name for name, _ in parts), Found(total_depth, confidence, parts[0][1].origin, "sum of block counts"))
     if encoder and dec:
         stacks = [(encoder, 4), (dec, 8)]  # a decoder layer adds cross-attention: 4 d^2 more
     elif enc or dec or plain:
