@@ -727,6 +727,20 @@ def test_params_estimate_reads_the_papers_notation_only_as_a_whole():
     assert facts_of(src.replace("    dff: int = 64\n", "")).run_context.get("params") is None
 
 
+def test_params_estimate_takes_hidden_dim_beside_another_width_for_the_mlp():
+    """`embedding_dim=768, hidden_dim=3072` (equinox's ViT ports): the model is 768 wide
+    and hidden_dim is its MLP; alone, hidden_dim is the width."""
+    src = LINEN_HEAD + (
+        "class ViT(nn.Module):\n    num_layers: int = 12\n    embedding_dim: int = 768\n    hidden_dim: int = 3072\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(12)(x)\n\nViT()\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 12 * (4 * 768**2 + 2 * 768 * 3072)
+    assert "d=768 (embedding_dim), d_ff=3072 (hidden_dim)" in entry.detail
+    alone = facts_of(src.replace("    embedding_dim: int = 768\n", "").replace("3072", "256")).run_context.get("params")
+    assert alone.value == 12 * (4 * 256**2 + 2 * 256 * 4 * 256) and "d=256 (hidden_dim)" in alone.detail
+
+
 def test_params_estimate_reads_n_embed_last():
     """`n_embed` is a nanoGPT port's width; beside another width name (a VQ-GAN's
     `embed_dim`) it is that config's codebook size, so the other name wins."""

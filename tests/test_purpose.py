@@ -309,6 +309,36 @@ def test_a_project_train_function_handed_the_optimizer_is_a_weak_training_run(ca
         assert got.weak and "handed the optimizer" in got.describe()
 
 
+_SMOKE = (
+    "import numpy as np\nimport optax\nfrom mylib.loop import train\n\n"
+    "def load_weights(path):\n    return dict(np.load(path))\n\n"
+    "if __name__ == '__main__':\n"
+    "    rng = np.random.RandomState(0)\n"
+    "    X_np = rng.rand(512, 3, 32, 32).astype('float32')\n"
+    "    X_train, X_val = X_np[:400], X_np[400:]\n"
+    "    optim = optax.adamw(3e-4)\n"
+    "    model = train(model, optim, X_train=jnp.array(X_train), X_val=X_val)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "change, trains",
+    [
+        ((), False),  # random arrays, sliced and unpacked: a smoke test
+        (("X_np = rng.rand(512, 3, 32, 32).astype('float32')", "X_np = load_dataset('cifar10')"), True),
+        # real data loaded beside the call: the random arrays are not what trains
+        (("    optim =", "    extra = tfds.load('cifar10')\n    optim ="), True),
+    ],
+    ids=["noise", "loaded", "loaded-beside"],
+)
+def test_a_train_function_handed_noise_is_a_smoke_test(change: tuple, trains: bool) -> None:
+    src = _SMOKE.replace(*change) if change else _SMOKE
+    got = purpose_of(src)
+    assert got.trains == trains, got.describe()
+    if not trains:
+        assert got.kind == kinds.TOY and "random numbers drawn once (X_train)" in got.describe()
+
+
 _MOCK = (FIXTURES / "OPX201" / "good_mock_run_on_random_prompts.py").read_text(encoding="utf-8")
 _DRAW = "prompt_batches = [jax.random.randint(key, (4, 8), 0, VOCAB) for key in keys]"
 

@@ -153,6 +153,9 @@ class _Reader:
             return self.purpose(TRAINING_RUN, f"a loop calls `{_short(call)}`, a step known only by its name", call, weak=True)
         trainer = self._trainer_call()
         if trainer is not None:
+            noise = self._trainer_fed_noise(trainer[0])
+            if noise is not None:
+                return self.purpose(TOY, noise, trainer[0])
             return self.purpose(TRAINING_RUN, trainer[1], trainer[0], weak=True)
         if toy:
             return self.purpose(TOY, toy[0][1], toy[0][0])
@@ -453,6 +456,40 @@ class _Reader:
                     if len(bindings) == 1 and bindings[0].kind == "def" and bindings[0].node in steppers:
                         return record.node, f"`{name.rsplit('.', 1)[-1]}` steps the optimizer in `{body.value}`"
         return None
+
+    def _trainer_fed_noise(self, call: cst.Call) -> Optional[str]:
+        """The training function is handed arrays of random numbers drawn once, in a file
+        that loads no data (`X_np = rng.rand(512, 3, 224, 224)`, then
+        `train(model, optimizer, X_train=jnp.array(X_np[:400]), ...)`): a smoke test that
+        shows the pieces fit, not a run whose stability matters. Data loads are looked
+        for beside the call (a model module's weight loaders elsewhere feed no run)."""
+        record = self.facts.record_of.get(call)
+        if record is None or any(
+                r.scope is record.scope and _DATA_WORDS.search(last_name(r.node.func)) and not _local_def(r)
+                for r in self.facts.raw.calls):
+            return None
+        for arg in call.args:
+            value = arg.value
+            while isinstance(value, cst.Call) and last_name(value.func) in ("array", "asarray") and value.args:
+                value = value.args[0].value  # jnp.array(X_train)
+            if isinstance(value, cst.Name) and self._drawn_once(value, record.scope):
+                return f"`{_short(call)}` is handed random numbers drawn once ({value.value}), and nothing beside the call loads data"
+        return None
+
+    def _drawn_once(self, name: cst.Name, scope: Scope) -> bool:
+        """`name` holds random numbers drawn once: bound to a draw, or unpacked from slices
+        of one (`X_train, X_val = X_np[:400], X_np[400:]`)."""
+        if self._random(name, scope, 3):
+            return True
+        _, bindings = lookup(name.value, scope)
+        if len(bindings) != 1 or bindings[0].kind != "unpack" or bindings[0].value is None:
+            return False
+        binding, value = bindings[0], bindings[0].value
+        if isinstance(value, cst.Tuple) and len(binding.index) == 1 and binding.index[0] < len(value.elements):
+            value = value.elements[binding.index[0]].value
+        while isinstance(value, cst.Subscript):
+            value = value.value
+        return isinstance(value, cst.Name) and self._random(value, binding.scope, 3)
 
     def _handed_an_optimizer(self, record) -> bool:
         """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""

@@ -423,6 +423,12 @@ def _estimate(group: dict) -> Optional[tuple[int, int, str, str, Optional[Origin
 
     plain, enc, dec = pick(_L_NAMES), pick(_ENC_NAMES), pick(_DEC_NAMES)
     width, vocab, ff = pick(_D_NAMES), pick(_V_NAMES), pick(_FF_NAMES)
+    if width is not None and width[0] == "hidden_dim":
+        # beside another width name (`embedding_dim=768, hidden_dim=768 * 4`, equinox's ViT
+        # ports), hidden_dim is the MLP's width
+        other = pick(_D_NAMES[_D_NAMES.index("hidden_dim") + 1:])
+        if other is not None:
+            width, ff = other, ff or width
     heads, head_size = pick(_HEADS_NAMES), pick(_HEAD_SIZE_NAMES)
     # the encoder's depth: its own name, else T5's num_layers beside num_decoder_layers
     encoder = enc or (plain if dec else None)
