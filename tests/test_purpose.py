@@ -336,7 +336,31 @@ def test_a_train_function_handed_noise_is_a_smoke_test(change: tuple, trains: bo
     got = purpose_of(src)
     assert got.trains == trains, got.describe()
     if not trains:
-        assert got.kind == kinds.TOY and "random numbers drawn once (X_train)" in got.describe()
+        assert got.kind == kinds.TOY and "drawn at random or generated once (X_train)" in got.describe()
+
+
+@pytest.mark.parametrize(
+    "source, trains",
+    [
+        ("from tinylib.fake_data import make_table\n    df = make_table()", False),
+        ("from sklearn.datasets import make_moons\n    df = make_moons(1000)", False),
+        ("from tinylib.tables import read_table\n    df = read_table(PATH)", True),  # real data
+    ],
+    ids=["fake-data-module", "sklearn-make", "read"],
+)
+def test_a_train_function_handed_a_generated_table_is_a_smoke_test(source: str, trains: bool) -> None:
+    """Columns of a synthetic table, split by train_test_split, handed to train()."""
+    src = (
+        "import optax\nfrom sklearn.model_selection import train_test_split\nfrom mylib.loop import train\n\n"
+        "if __name__ == '__main__':\n"
+        f"    {source}\n"
+        "    X, y = df.drop(columns=['y']).values, df['y'].values\n"
+        "    X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.2)\n"
+        "    optim = optax.adamw(3e-4)\n"
+        "    model = train(model, optim, X_train, y_train)\n"
+    )
+    got = purpose_of(src)
+    assert got.trains == trains, got.describe()
 
 
 _MOCK = (FIXTURES / "OPX201" / "good_mock_run_on_random_prompts.py").read_text(encoding="utf-8")

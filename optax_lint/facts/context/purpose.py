@@ -42,6 +42,17 @@ import libcst as cst
 
 from optax_lint.facts.context.evidence import code_text, last_name
 from optax_lint.facts.context.loops import step_functions, steps_optimizer
+from optax_lint.facts.context.made_up_data import (
+    TOY_TEXT,
+    Parts,
+    RandomCalls,
+    random_draw,
+    root_object,
+    single_value,
+    small_literal_array,
+    synthetic_data,
+    written_text_size,
+)
 from optax_lint.facts.context.region import calls_of_local_functions
 from optax_lint.facts.file_role import in_test_function, is_test_file
 from optax_lint.facts.state.walks import names_read
@@ -67,7 +78,6 @@ _LOOP_CALLS = frozenset({"run_loop", "train_loop", "training_loop", "train_and_e
 TRAINING_CALL_NAMES = _TRAINER_CALLS | _LOOP_CALLS
 _FRAMEWORK_EXPERIMENTS = ("AbstractExperiment",)  # jaxline
 _DATA_WORDS = re.compile(r"load|dataset|dataloader|read_|tfds|from_tensor|download|fetch", re.IGNORECASE)
-_LITERAL_ARRAYS = frozenset({"array", "asarray", "ones", "zeros", "full", "arange", "linspace", "normal", "uniform", "randint"})
 _STEP_NAME = re.compile(r"(^|_)(pre)?(train|update)(_|$)|^(p_)?(do_)?step(_fn)?$|train_fn|apply_gradients", re.IGNORECASE)
 _NOT_A_STEP = re.compile(r"eval|test|predict|valid|infer|sample|metric|env|restore|save|log|summar|should|denoise", re.IGNORECASE)
 _STEPPER = re.compile(r"^(opt|optim|optimizer|tx|solver|updater|trainer|learner|train_state|state)(_\w*)?$", re.IGNORECASE)
@@ -76,7 +86,6 @@ _OPT_STATE = re.compile(r"^(opt_state|optimizer_state|optim_state)$")
 # never step it.
 _CONTAINERS = frozenset({"dict", "list", "tuple", "print", "len", "isinstance", "getattr", "setattr", "id", "type", "repr", "str"})
 _TOY_STEPS = 1000
-_TOY_ELEMENTS = 4096
 
 
 @dataclass(frozen=True)
@@ -250,7 +259,7 @@ class _Reader:
     def _demo(self, loop, call: cst.Call) -> Optional[str]:
         """What makes a short, dataless loop a demo, or None: a few literal rows of data in
         the file, or one batch of random numbers fed to the step every time."""
-        if any(_small_literal_array(r.node) for r in self.facts.raw.calls):
+        if any(small_literal_array(r.node) for r in self.facts.raw.calls):
             return "a loop of a few steps over a few literal rows of data"
         if self._one_random_batch(loop, call):
             return "a loop of a few steps that feeds the step one batch of random numbers, made once"
@@ -312,12 +321,12 @@ class _Reader:
         it = _iterated(node.iter)
         if not isinstance(it, cst.Name):
             return None
-        made = _single_value(it, loop.scope)
+        made = single_value(it, loop.scope)
         if not isinstance(made, cst.Call):
             return None
         for arg in made.args:
-            size = _written_text_size(arg.value, loop.scope)
-            if size is not None and size <= _TOY_TEXT:
+            size = written_text_size(arg.value, loop.scope)
+            if size is not None and size <= TOY_TEXT:
                 return f"the batches are made from a text of {size} characters written in the file"
         return None
 
@@ -382,7 +391,7 @@ class _Reader:
             return False
         seen = seen | {name.value}
         for binding in inside:
-            parts = _Parts()
+            parts = Parts()
             binding.value.visit(parts)
             if parts.calls_random:
                 return False  # fresh noise each step (a diffusion or GAN step's own draw)
@@ -410,7 +419,7 @@ class _Reader:
         value = bindings[0].value
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "astype":
             value = value.func.value
-        return isinstance(value, cst.Call) and _random_draw(value)
+        return isinstance(value, cst.Call) and random_draw(value)
 
     def _stmt_in(self, stmt, loop) -> bool:
         """`stmt` sits inside `loop`."""
@@ -435,7 +444,7 @@ class _Reader:
         if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign") or bindings[0].value is None:
             return False
         value, home = bindings[0].value, bindings[0].scope
-        found = _RandomCalls(home)
+        found = RandomCalls(home)
         value.visit(found)
         if found.random:
             return True
@@ -473,23 +482,37 @@ class _Reader:
             while isinstance(value, cst.Call) and last_name(value.func) in ("array", "asarray") and value.args:
                 value = value.args[0].value  # jnp.array(X_train)
             if isinstance(value, cst.Name) and self._drawn_once(value, record.scope):
-                return f"`{_short(call)}` is handed random numbers drawn once ({value.value}), and nothing beside the call loads data"
+                return f"`{_short(call)}` is handed data drawn at random or generated once ({value.value}), and nothing beside the call loads data"
         return None
 
-    def _drawn_once(self, name: cst.Name, scope: Scope) -> bool:
-        """`name` holds random numbers drawn once: bound to a draw, or unpacked from slices
-        of one (`X_train, X_val = X_np[:400], X_np[400:]`)."""
-        if self._random(name, scope, 3):
+    def _drawn_once(self, name: cst.Name, scope: Scope, depth: int = 3) -> bool:
+        """`name` holds random numbers drawn once: bound to a draw (or to synthetic data,
+        see `synthetic_data`), or unpacked from slices or columns of one (`X_train, X_val
+        = X_np[:400], X_np[400:]`, `X, y = df.drop(columns=["y"]).values, df["y"].values`),
+        or from a split of such arrays (`train_test_split(X, y)`)."""
+        if self._random(name, scope, 3) or self._synthetic(name, scope):
             return True
         _, bindings = lookup(name.value, scope)
-        if len(bindings) != 1 or bindings[0].kind != "unpack" or bindings[0].value is None:
+        if depth <= 0 or len(bindings) != 1 or bindings[0].kind != "unpack" or bindings[0].value is None:
             return False
         binding, value = bindings[0], bindings[0].value
         if isinstance(value, cst.Tuple) and len(binding.index) == 1 and binding.index[0] < len(value.elements):
             value = value.elements[binding.index[0]].value
-        while isinstance(value, cst.Subscript):
-            value = value.value
-        return isinstance(value, cst.Name) and self._random(value, binding.scope, 3)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            # a split of the arrays (`train_test_split(X, y, test_size=0.2)`)
+            arrays = [a.value for a in value.args if a.keyword is None and not a.star]
+            return bool(arrays) and all(isinstance(a, cst.Name) and self._drawn_once(a, binding.scope, depth - 1) for a in arrays)
+        root = root_object(value)
+        return root is not None and (self._random(root, binding.scope, 3) or self._synthetic(root, binding.scope))
+
+    def _synthetic(self, name: cst.Name, scope: Scope) -> bool:
+        """`name` is bound once to a synthetic data set (`df = generate_data()` from a
+        `fake_data` module, `X, y = make_moons(...)`)."""
+        _, bindings = lookup(name.value, scope)
+        if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign", "unpack"):
+            return False
+        value = bindings[0].value
+        return isinstance(value, cst.Call) and synthetic_data(value, bindings[0].scope)
 
     def _handed_an_optimizer(self, record) -> bool:
         """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""
@@ -589,7 +612,6 @@ def _outermost_test(scope: Optional[Scope]) -> Optional[Scope]:
     return found
 
 
-
 def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
     while scope is not None and scope.kind not in ("function", "module"):
         scope = scope.parent
@@ -635,38 +657,6 @@ def _bench_named(path: Optional[str]) -> bool:
     return any(_BENCH_PART.search(part) for part in (*pure.parts[:-1], pure.stem))
 
 
-_RANDOM_DRAWS = frozenset({"randint", "normal", "uniform", "bernoulli", "categorical", "truncated_normal", "rand", "randn", "integers"})
-
-
-_TOY_TEXT = 8000  # characters: a paragraph or a poem written into a tutorial
-
-
-def _single_value(name: cst.BaseExpression, scope: Scope) -> Optional[cst.BaseExpression]:
-    if not isinstance(name, cst.Name):
-        return None
-    _, bindings = lookup(name.value, scope)
-    if len(bindings) != 1 or bindings[0].kind not in ("assign", "annassign", "unpack"):
-        return None
-    return bindings[0].value  # `batches, vocab = make_batches(...)`: the call, for either name
-
-
-def _written_text_size(expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 3) -> Optional[int]:
-    """The length of a string literal of several lines (`TEXT`, `TEXT * 20` counts the
-    text once), through names assigned once."""
-    if isinstance(expr, cst.Name) and depth > 0:
-        return _written_text_size(_single_value(expr, scope), scope, depth - 1)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        for side in (expr.left, expr.right):
-            size = _written_text_size(side, scope, depth)
-            if size is not None:
-                return size
-        return None
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-        value = expr.evaluated_value
-        return len(value) if isinstance(value, str) and value.count("\n") >= 3 else None
-    return None
-
-
 def _iterated(it: cst.BaseExpression) -> cst.BaseExpression:
     """What a `for` iterates over, through `enumerate(...)`, `tqdm(...)`, `iter(...)`, `list(...)`."""
     while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
@@ -681,61 +671,6 @@ def _local_def(record) -> bool:
         return False
     _, bindings = lookup(func.value, record.scope)
     return bool(bindings) and all(b.kind == "def" for b in bindings)
-
-
-def _random_draw(call: cst.Call) -> bool:
-    """`jax.random.randint(...)`, `np.random.normal(...)`, `rng.integers(...)`: random data."""
-    if last_name(call.func) not in _RANDOM_DRAWS:
-        return False
-    text = code_text(call.func)
-    return "random" in text or "rng" in text
-
-
-class _Parts(cst.CSTVisitor):
-    """What an in-loop batch expression is built from: the names sliced or indexed
-    (`input_ids[i:j]`), every other name, lambda parameters, and whether it draws
-    random numbers itself."""
-
-    def __init__(self) -> None:
-        self.sliced: list[cst.Name] = []
-        self.names: list[cst.Name] = []
-        self.lambda_params: set[str] = set()
-        self.calls_random = False
-
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        keyed = len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and isinstance(
-            node.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
-        if isinstance(node.value, cst.Name) and not keyed:  # `specs["data"]` looks a value up, slices no data
-            self.sliced.append(node.value)
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.lambda_params.update(p.name.value for p in node.params.params)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls_random = self.calls_random or _random_draw(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `jax.tree.map`: the root name only, not the attribute names
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node)
-
-
-class _RandomCalls(cst.CSTVisitor):
-    """The random draws (`jax.random.randint`, `np.random.normal`, `rng.integers`) and the
-    names in an expression."""
-
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
-        self.random = False
-        self.names: list[cst.Name] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.random = self.random or _random_draw(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node)
 
 
 def _short_range(node: cst.CSTNode, scope: Optional[Scope] = None) -> bool:
@@ -769,22 +704,6 @@ def _range_bound(expr: cst.BaseExpression, scope: Optional[Scope] = None) -> Opt
         value = value_of(stop, scope)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
     return None
-
-
-def _small_literal_array(call: cst.Call) -> bool:
-    """`jnp.array([[1, 2], [3, 4]])`, `jnp.ones((4, 2))`: a few literal rows of data."""
-    if last_name(call.func) not in _LITERAL_ARRAYS or not call.args:
-        return False
-    for arg in call.args:
-        value = arg.value
-        if isinstance(value, cst.List):
-            return len(code_text(value)) < 400
-        if isinstance(value, cst.Tuple) and value.elements and all(isinstance(e.value, cst.Integer) for e in value.elements):
-            total = 1
-            for element in value.elements:
-                total *= int(element.value.evaluated_value)
-            return total <= _TOY_ELEMENTS
-    return False
 
 
 def _short(node: cst.CSTNode) -> str:
