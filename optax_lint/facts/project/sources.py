@@ -208,6 +208,8 @@ def _class_info(facts, scope: Scope) -> Optional[ClassInfo]:
 
 
 def _init_defaults(body) -> "OrderedDict[str, tuple]":
+    """The keyword defaults of the class's `__init__` that it stores on `self` under the
+    same name or passes on by that keyword (`super().__init__(d_model=d_model)`)."""
     init = next((stmt for stmt in body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"), None)
     out: "OrderedDict[str, tuple]" = OrderedDict()
     if init is None:
