@@ -36,6 +36,11 @@ def local_function(raw, expr: cst.BaseExpression, scope: Scope) -> Optional[Scop
     return None
 
 
+def module_function(raw, name: str) -> Optional[Scope]:
+    """The scope of the module-level function `name` the file (`raw`) defines."""
+    return next((s for s in raw.functions.values() if s.name == name and s.parent is raw.module_scope), None)
+
+
 def qualified_name(expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
     """`ox.transforms.clip` -> 'optax.transforms.clip', or None when not an import."""
     if isinstance(expr, cst.Name):

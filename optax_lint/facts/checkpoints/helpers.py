@@ -14,7 +14,7 @@ from optax_lint.facts.checkpoints.targets import anchors
 from optax_lint.facts.checkpoints.vocabulary import RESTORE_ARGS, SAVE_ARGS, orbax_member
 from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.facts.project.files import defines_function
-from optax_lint.syntax.names import lookup
+from optax_lint.syntax.names import lookup, module_function
 from optax_lint.syntax.walker import CallRecord, Scope, inside_scope
 
 _NEED = ("save", "restore", "dump", "to_bytes", "checkpoint")
@@ -55,11 +55,10 @@ def helper_function(facts, record: CallRecord):
     if found is None or len(found[1]) != 1:
         return None
     module, (name,) = found
-    function = next((s for s in module.raw.functions.values() if s.name == name and s.parent is module.raw.module_scope), None)
+    function = module_function(module.raw, name)
     if function is None:
         return None
     return module, function, qual
-
 
 
 def _param_of(module, expr: Optional[cst.BaseExpression], scope: Scope, wrappers) -> Optional[str]:

@@ -17,10 +17,10 @@ import libcst as cst
 from optax_lint.facts.context.evidence import Evidence, last_name
 from optax_lint.facts.context.run_context import ContextValue
 from optax_lint.facts.project.files import defines_function
-from optax_lint.facts.project.evaluate import ConfigEvaluator, project_value
+from optax_lint.facts.project.evaluate import ConfigEvaluator
 from optax_lint.facts.project.found import Found, Origin, weaker
 from optax_lint.syntax.arguments import param_arg
-from optax_lint.syntax.names import lookup, qualified_name
+from optax_lint.syntax.names import lookup, module_function, qualified_name
 from optax_lint.syntax.nodes import spells_test_case
 from optax_lint.syntax.values import Unknown, value_of
 from optax_lint.syntax.walker import Scope, inside_scope
@@ -537,18 +537,15 @@ def _helper_model(facts, qual: str, node: cst.CSTNode, how: str, note=None,
     module, name, inside = defined
     index = module.model_index
 
-    def within(scope: Optional[Scope]) -> bool:
-        return inside_scope(scope, inside)
-
-    out: list[Signal] = [s for s in index.direct if within(s.scope)]
+    out: list[Signal] = [s for s in index.direct if inside_scope(s.scope, inside)]
     models: list[tuple[str, list[Signal]]] = []  # each model class the function builds
     branch = _Branches(facts, node, scope, module, inside)
     for class_name, built, where in index.used:
-        if within(where) and branch.may_run(built):
+        if inside_scope(where, inside) and branch.may_run(built):
             found_signals, _, reached = index.closure(class_name)
             models.append((class_name, found_signals + _named_like_models(module, reached)))
     for imported, built, where in index.used_imports:
-        if within(where) and branch.may_run(built):
+        if inside_scope(where, inside) and branch.may_run(built):
             models.append((imported.rsplit(".", 1)[-1], _imported_model(module, imported, built)))
     decisions = [_decide(signals, [model]) for model, signals in models if signals]
     if len({d[0] if d else None for d in decisions}) > 1:
@@ -609,10 +606,8 @@ class _Branches:
 
     def _argument_value(self, expr: cst.BaseExpression):
         """`args.model_name` in the factory, as the caller's argument holds it."""
-        passed = self._passed(expr)
-        if passed is None:
-            return None
-        value = project_value(self.facts, passed, self.scope)
+        found = self.argument(expr)
+        value = found.value if found is not None else None
         return value if isinstance(value, (str, int, float, bool)) else None
 
     def argument(self, expr: cst.BaseExpression) -> Optional[Found]:
@@ -657,17 +652,8 @@ def _project_function(facts, qual: str) -> Optional[tuple[object, str, Scope]]:
     if found is None or len(found[1]) != 1:
         return None
     module, (name,) = found
-    inside = _function_scope(module, name)
+    inside = module_function(module.raw, name)
     return None if inside is None else (module, name, inside)
-
-
-
-def _function_scope(module, name: str) -> Optional[Scope]:
-    """The scope of the module-level function `name` of `module`."""
-    for scope in module.raw.functions.values():
-        if scope.name == name and scope.parent is module.raw.module_scope:
-            return scope
-    return None
 
 
 def _picked_by_name(inf: Evidence) -> Optional[ContextValue]:

@@ -283,7 +283,7 @@ class _Reader:
         """Some call in the file is named like loading data (`load_dataset`, `tfds.load`).
         A function the file defines is judged by the calls in its body, which are among
         the file's own, not by its name (`build_dataset(teacher, prompts)`)."""
-        return any(_DATA_WORDS.search(last_name(r.node.func)) and not _local_def(r) for r in self.facts.raw.calls)
+        return any(_loads_data(r) for r in self.facts.raw.calls)
 
     def _trains_on_noise(self, loop, call: cst.Call) -> Optional[str]:
         """Every batch the step gets is cut from random numbers drawn once before the
@@ -473,9 +473,7 @@ class _Reader:
         shows the pieces fit, not a run whose stability matters. Data loads are looked
         for beside the call (a model module's weight loaders elsewhere feed no run)."""
         record = self.facts.record_of.get(call)
-        if record is None or any(
-                r.scope is record.scope and _DATA_WORDS.search(last_name(r.node.func)) and not _local_def(r)
-                for r in self.facts.raw.calls):
+        if record is None or any(r.scope is record.scope and _loads_data(r) for r in self.facts.raw.calls):
             return None
         for arg in call.args:
             value = arg.value
@@ -662,6 +660,12 @@ def _iterated(it: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(it, cst.Call) and last_name(it.func) in ("enumerate", "tqdm", "iter", "list") and it.args:
         it = it.args[0].value
     return it
+
+
+def _loads_data(record) -> bool:
+    """The call is named like loading data (`load_dataset`, `tfds.load`); a function the
+    file defines is judged by the calls in its body, not by its name."""
+    return bool(_DATA_WORDS.search(last_name(record.node.func))) and not _local_def(record)
 
 
 def _local_def(record) -> bool:

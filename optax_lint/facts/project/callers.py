@@ -31,6 +31,13 @@ def omitted_by_every_call(facts, binding: Binding) -> bool:
     return passed is not None and all(arg is None for arg, _ in passed)
 
 
+def called_as(fn: Scope) -> str:
+    """The name the calls of a function use: its class's for an `__init__`."""
+    if fn.name == "__init__" and fn.parent is not None and fn.parent.kind == "class":
+        return fn.parent.name
+    return fn.name
+
+
 def _arguments(facts, binding: Binding) -> Optional[list[tuple[Optional[cst.Arg], Scope]]]:
     """What each call of the parameter's function in this module passes for it (None
     for a call that leaves it out); None when there is no call, a call spreads
@@ -43,11 +50,11 @@ def _arguments(facts, binding: Binding) -> Optional[list[tuple[Optional[cst.Arg]
     if fn.parent is None:
         return None
     positional = list(fn.node.params.posonly_params) + list(fn.node.params.params)
-    callee, defined = fn.name, fn.node
+    callee, defined = called_as(fn), fn.node
     if fn.parent.kind == "class":
         if fn.name != "__init__" or not isinstance(fn.parent.node, cst.ClassDef) or fn.parent.parent is None:
             return None
-        callee, defined = fn.parent.name, fn.parent.node
+        defined = fn.parent.node
         positional = positional[1:]  # self
     index = next((i for i, p in enumerate(positional) if p is param), None)
     passed = []

@@ -12,7 +12,14 @@ from typing import Any, Iterable, Optional
 
 import libcst as cst
 
-from optax_lint.facts.project.callers import NAMESPACES, all_agree, namespace_field, omitted_by_every_call, passed_arguments
+from optax_lint.facts.project.callers import (
+    NAMESPACES,
+    all_agree,
+    called_as,
+    namespace_field,
+    omitted_by_every_call,
+    passed_arguments,
+)
 from optax_lint.facts.project.environment import ENVIRONMENT_READS, environment_default
 from optax_lint.facts.project.files import Project
 from optax_lint.facts.project.found import Found, Origin, weaker
@@ -288,8 +295,7 @@ class ConfigEvaluator(Evaluator):
                 if isinstance(found, Found):
                     if omitted_by_every_call(self.facts, bindings[0]):
                         # what running this module does, as a passed value is
-                        fn = bindings[0].scope
-                        called = fn.parent.name if fn.name == "__init__" and fn.parent is not None and fn.parent.kind == "class" else fn.name
+                        called = called_as(bindings[0].scope)
                         return found.capped("medium", f"default of parameter {word}, which no call of {called}() here passes")
                     return found.capped("low", f"default of parameter {word}")
             return Unknown(f"'{word}' is a parameter")
