@@ -174,6 +174,18 @@ def test_unused_suppression_is_opt_in(project: Path) -> None:
     assert run(["u.py", "--extend-select", "OPX002", "--fail-level", "info"], project).exit_code == 1
 
 
+
+def test_schedule_not_observable_is_opt_in(project: Path) -> None:
+    # Off by default (judged a convenience on real code), reported when selected.
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "OPX611" / "bad_schedule_hidden_in_optimizer.py"
+    (project / "s.py").write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
+    assert "OPX611" not in run(["s.py", "--output-format", "concise", "--fail-level", "info"], project).output
+    result = run(["s.py", "--extend-select", "OPX611", "--output-format", "concise"], project)
+    assert [line for line in result.output.splitlines() if "OPX611" in line] == [
+        "s.py:38:27: OPX611 info adamw(...) follows warmup_cosine_decay_schedule(...), but nothing reads the "
+        "learning rate back for logging"
+    ]
+
 def test_config_file_and_errors(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.optax-lint]\nignore = ["OPX101"]\n')
     assert run(["bad.py"], project).exit_code == 0

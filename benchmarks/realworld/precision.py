@@ -78,9 +78,10 @@ def split_path(corpus_path: str) -> tuple[str, str]:
     return folder.replace("+", "/", 1), rest
 
 
-def lint(corpus: Path, jobs: int) -> list[dict]:
+def lint(corpus: Path, jobs: int, extend_select: str = "") -> list[dict]:
     files = [line for line in (corpus / "files.txt").read_text(encoding="utf-8").splitlines() if line.strip()]  # a name may hold a space
-    cmd = [sys.executable, "-m", "optax_lint", "--no-cache", "-j", str(jobs), "--exit-zero", "--output-format", "json", *files]
+    extra = ["--extend-select", extend_select] if extend_select else []
+    cmd = [sys.executable, "-m", "optax_lint", "--no-cache", "-j", str(jobs), "--exit-zero", "--output-format", "json", *extra, *files]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(cmd, cwd=corpus, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -175,12 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--findings", type=Path, help="read optax-lint JSON output from this file instead of linting")
     parser.add_argument("--save", type=Path, help="write the run's JSON output here (to rerun the matching quickly)")
     parser.add_argument("--jobs", "-j", type=int, default=1)
+    parser.add_argument("--extend-select", default="", help="also run these opt-in rules (e.g. OPX611), comma-separated")
     parser.add_argument("--tolerance", type=int, default=20, help="most lines a judged finding may have moved (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a precision goal is not met")
     parser.add_argument("--allow-unjudged", action="store_true", help="with --check, let unjudged findings pass")
     args = parser.parse_args(argv)
 
-    raw = json.loads(args.findings.read_text(encoding="utf-8")) if args.findings else lint(args.corpus, args.jobs)
+    raw = json.loads(args.findings.read_text(encoding="utf-8")) if args.findings else lint(args.corpus, args.jobs, args.extend_select)
     if args.save:
         args.save.write_text(json.dumps(raw), encoding="utf-8")
     findings = to_findings(raw)
