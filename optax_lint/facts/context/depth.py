@@ -90,24 +90,34 @@ def _reapplied(facts, loops: list, node: cst.CSTNode) -> bool:
     return False
 
 
-def _instances(facts, sites, loops: dict, name: str, path: tuple[str, ...], roots: frozenset = frozenset()) -> Optional[int]:
+def _instances(facts, sites, loops: dict, name: str, path: tuple[str, ...], roots: frozenset = frozenset(),
+               unused: frozenset = frozenset()) -> Optional[int]:
     """How many instances of class `name` the module builds; None when not known (a class
     nothing here builds may be built any number of times elsewhere). A module-level
     function, not a closure: a recursive closure would hold the tree in a reference cycle."""
     if name in path:
         return None
     if not sites.get(name):
-        # the imported model's own class, built by the file that trains it: one model
-        return 1 if name in roots else None
+        # the imported model's own class, built by the file that trains it: one model;
+        # another model of that module, which the file does not build: none of it
+        return 1 if name in roots else (0 if name in unused else None)
     total = 0
     for owner, node, scope in sites[name]:
-        if _repeated(facts, node, scope) or (owner is not None and _reapplied(facts, loops.get(owner), node)):
-            return None
-        more = 1 if owner is None else _instances(facts, sites, loops, owner, path + (name,), roots)
+        more = 1 if owner is None else _instances(facts, sites, loops, owner, path + (name,), roots, unused)
         if more is None:
+            return None
+        if more == 0:
+            continue  # built only inside a model the file does not train
+        if _repeated(facts, node, scope) or (owner is not None and _reapplied(facts, loops.get(owner), node)):
             return None
         total += more
     return total
+
+
+def _built_by(facts, names: frozenset) -> frozenset:
+    """Which of `names` (the model module's classes it never builds itself) the linted
+    file constructs: `head = AttentionPoolingHead(...)`."""
+    return frozenset(last_name(record.node.func) for record in facts.raw.calls) & names
 
 
 def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
@@ -118,12 +128,18 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
         return None
     model_module = getattr(arch, "module", None) or facts
     roots: frozenset = frozenset()
+    unused: frozenset = frozenset()
     if model_module is not facts:
         # A model imported from a project module: its classes are read there, and a
         # class that module never builds is the model itself, built once per model by
-        # the file that trains it (several classes of that kind count together).
+        # the file that trains it (several classes of that kind count together). When
+        # the file builds some of them by name, those are the model; the module's other
+        # models (a second head, a variant) are not part of it.
+        roots = frozenset(model_module.model_index.roots())
+        built = _built_by(facts, roots)
+        if built:
+            roots, unused = built, roots - built
         facts = model_module
-        roots = frozenset(facts.model_index.roots())
     index = facts.model_index
     if any(s.arch == "transformer" and not s.by_name for s in index.direct):
         return None  # attention built outside any class: how often is not known
@@ -153,22 +169,24 @@ def single_attention_layer(facts, arch) -> Optional[SingleAttentionLayer]:
     layers = 0
     first: Optional[SingleAttentionLayer] = None
     for name, signals in attention.items():
+        count = _instances(facts, sites, loops, name, (), roots, unused)
+        if count is None:
+            return None
+        if count == 0:
+            continue  # a class of a model the file does not train
         for signal in signals:
             if signal.scope is None or _repeated(facts, signal.origin.node, signal.scope):
                 return None
             if _reapplied(facts, loops.get(name), signal.origin.node):
                 return None
-        count = _instances(facts, sites, loops, name, (), roots)
-        if count is None:
-            return None
         layers += count * len(signals)
         if first is None:
             first = SingleAttentionLayer(name, facts, signals[0].origin.node)
     for name in named:
-        count = _instances(facts, sites, loops, name, (), roots)
+        count = _instances(facts, sites, loops, name, (), roots, unused)
         if count is None:
             return None
         layers += count
-        if first is None:
+        if first is None and count:
             first = SingleAttentionLayer(name, facts, index.classes[name].scope.node)
     return first if layers == 1 else None
