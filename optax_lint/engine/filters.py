@@ -9,7 +9,8 @@ applied to the facts about the file (facts/context/purpose.py, facts/intended.py
     the code trains is inferred from a weak signal (a name alone), or the model it
     cites is known by its class name alone, the finding is advice (info) and says
     what was inferred from where. Inside a file that trains, its test functions (and
-    the module-level helpers only they call) are still tests: no finding there.
+    the module-level helpers only they call) are still tests: no finding there; nor in
+    an optimizer that is only a parameter's default the module never runs with.
   - "optimizer-code" (the default, a defect): reported wherever the defect is real,
     except inside a test function that never steps an optimizer (it builds one only
     to look at its state).
@@ -55,6 +56,8 @@ def judge_by_purpose(findings: list, facts, catalogue: dict[str, RuleSpec]) -> l
             continue
         if about == TRAINING_RUNS and any(start <= line <= end for start, end in facts.test_code):
             continue  # a test (or a helper only tests call) is no training run
+        if about == TRAINING_RUNS and any(start <= line <= end for start, end in facts.placeholder_defaults):
+            continue  # a library's default optimizer, which its callers replace
         if about == TRAINING_RUNS and finding.severity is not Severity.INFO:
             weak = _weak_signal(finding, facts)
             if weak:

@@ -296,6 +296,14 @@ class ModuleFacts:
         return test_code(self)
 
     @functools.cached_property
+    def placeholder_defaults(self) -> tuple[tuple[int, int], ...]:
+        """Line ranges of optimizers that are only a parameter's default, never run by
+        the module (context/default_arguments.py)."""
+        from optax_lint.facts.context.default_arguments import placeholder_defaults
+
+        return placeholder_defaults(self)
+
+    @functools.cached_property
     def declares_context(self) -> bool:
         """Whether the user declared any of the run context (command line, pragma, config)."""
         from optax_lint.facts.file_role import declares_context

@@ -31,6 +31,13 @@ def omitted_by_every_call(facts, binding: Binding) -> bool:
     return passed is not None and all(arg is None for arg, _ in passed)
 
 
+def default_used_here(facts, binding: Binding) -> bool:
+    """Some call of the parameter's function in this module leaves the parameter out:
+    the module runs the function with its default."""
+    passed = _arguments(facts, binding)
+    return passed is not None and any(arg is None for arg, _ in passed)
+
+
 def called_as(fn: Scope) -> str:
     """The name the calls of a function use: its class's for an `__init__`."""
     if fn.name == "__init__" and fn.parent is not None and fn.parent.kind == "class":
