@@ -321,7 +321,7 @@ def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
     if arch is None or arch.value != "transformer":
         inf.note("params", "estimated only for a Transformer (arch must be known)")
         return None
-    for group in _size_groups(inf):
+    for group in _size_groups(inf, getattr(arch, "module", None)):
         result = _estimate(group)
         if result is not None:
             value, embedding, detail, confidence, origin = result
@@ -331,8 +331,9 @@ def infer_params(inf: Evidence, context) -> Optional[ContextValue]:
     return None
 
 
-def _size_groups(inf: Evidence):
-    """Candidate {name: Found} groups that describe one Transformer's size."""
+def _size_groups(inf: Evidence, model_module=None):
+    """Candidate {name: Found} groups that describe one Transformer's size (`model_module`:
+    the project module the model's class was found in, read beside the file's imports)."""
     facts = inf.facts
     # 1. arguments of a call that sets both layers and width: by keyword, or passed by
     # position as a variable named for what it holds (`NanoGPT(key, vocab_size, n_emb,
@@ -350,11 +351,19 @@ def _size_groups(inf: Evidence):
             yield group
     # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
     project = facts.project
-    modules = [facts]
-    for module in modules + (project.imported_modules(_DEPTH_NAMES) if project.file else []):
+    modules = [facts] + (project.imported_modules(_DEPTH_NAMES) if project.file else [])
+    if model_module is not None and all(model_module is not m for m in modules):
+        # the model's own module, reached through a package's re-export or a factory:
+        # only what this file passes its classes by position (their defaults may not be
+        # what the factory builds)
+        for info in config_of(model_module, project).classes.values():
+            if _sizes_a_model(info.fields):
+                yield from _built_by_position(inf, info)
+    for module in modules:
         mc = config_of(module, project)
         for info in mc.classes.values():
             if _sizes_a_model(info.fields):
+                yield from _built_by_position(inf, info)
                 evaluator = ConfigEvaluator(module, project)
                 group = {}
                 for name in info.fields:
@@ -397,6 +406,30 @@ def _size_groups(inf: Evidence):
                     if isinstance(found, Found):
                         group[key] = found
             yield group
+
+
+def _built_by_position(inf: Evidence, info):
+    """Groups from the file's constructions of a model or config class that pass its
+    fields by position, in their declared order (`ViT(7, 10, 48, 3, 6, 192)` for a flax
+    Module or dataclass with fields patch_size, out_features, width, depth, ...)."""
+    if info.kind not in ("module", "dataclass"):
+        return
+    order = list(info.fields)
+    for record in inf.facts.calls_by_bare_name.get(info.name, ()):
+        args = record.node.args
+        if any(a.star for a in args) or not any(a.keyword is None for a in args):
+            continue
+        named = [(order[i] if i < len(order) else None, a) for i, a in enumerate(args) if a.keyword is None]
+        named += [(a.keyword.value, a) for a in args if a.keyword is not None]
+        if not _sizes_a_model({key for key, _ in named if key is not None}):
+            continue
+        group = {}
+        for key, arg in named:
+            if _size_key(key) and key not in group:
+                found = inf.ev.eval(arg.value, record.scope)
+                if isinstance(found, Found):
+                    group[key] = found
+        yield group
 
 
 def _arg_name(arg: cst.Arg) -> Optional[str]:
