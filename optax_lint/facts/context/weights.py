@@ -342,13 +342,7 @@ def _size_groups(inf: Evidence, model_module=None):
         named = [(_arg_name(a), a) for a in record.node.args]
         keys = {key for key, _ in named if key is not None}
         if _sizes_a_model(keys):
-            group = {}
-            for key, arg in named:
-                if _size_key(key) and key not in group:
-                    found = inf.ev.eval(arg.value, record.scope)
-                    if isinstance(found, Found):
-                        group[key] = found
-            yield group
+            yield _group(named, lambda value, scope=record.scope: inf.ev.eval(value, scope))
     # 2. class defaults (a TransformerConfig dataclass, a flax Module's attributes)
     project = facts.project
     modules = [facts] + (project.imported_modules(_DEPTH_NAMES) if project.file else [])
@@ -399,13 +393,7 @@ def _size_groups(inf: Evidence, model_module=None):
         named = [(_arg_name(a), a) for a in record.node.args]
         if _sizes_a_model({key for key, _ in named if key is not None}):
             evaluator = ConfigEvaluator(module, project)
-            group = {}
-            for key, arg in named:
-                if _size_key(key) and key not in group:
-                    found = branch.argument(arg.value) or evaluator.eval(arg.value, record.scope)
-                    if isinstance(found, Found):
-                        group[key] = found
-            yield group
+            yield _group(named, lambda value, scope=record.scope: branch.argument(value) or evaluator.eval(value, scope))
 
 
 def _built_by_position(inf: Evidence, info):
@@ -421,15 +409,19 @@ def _built_by_position(inf: Evidence, info):
             continue
         named = [(order[i] if i < len(order) else None, a) for i, a in enumerate(args) if a.keyword is None]
         named += [(a.keyword.value, a) for a in args if a.keyword is not None]
-        if not _sizes_a_model({key for key, _ in named if key is not None}):
-            continue
-        group = {}
-        for key, arg in named:
-            if _size_key(key) and key not in group:
-                found = inf.ev.eval(arg.value, record.scope)
-                if isinstance(found, Found):
-                    group[key] = found
-        yield group
+        if _sizes_a_model({key for key, _ in named if key is not None}):
+            yield _group(named, lambda value, scope=record.scope: inf.ev.eval(value, scope))
+
+
+def _group(named, evaluate) -> dict:
+    """{size name: Found} from a call's (name, argument) pairs, the first of each name."""
+    group = {}
+    for key, arg in named:
+        if _size_key(key) and key not in group:
+            found = evaluate(arg.value)
+            if isinstance(found, Found):
+                group[key] = found
+    return group
 
 
 def _arg_name(arg: cst.Arg) -> Optional[str]:
