@@ -29,6 +29,10 @@ OPTAX_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+
 # The same in a notebook's JSON, where each source line starts with a quote.
 NOTEBOOK_OPTAX_IMPORT = re.compile(rb'"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*optax\b|from[ \t]+optax\b)')
 MAX_BYTES = 4 * 1024 * 1024
+# A snapshot may hold a large blob cut short at 2.5 MiB plus one byte (seen on a
+# 3.6 MB notebook: it ends inside a base64 image). A clone holds the whole file; a cut
+# copy is not the repository's file, so it is left out rather than linted.
+CUT_BYTES = 5 * 512 * 1024 + 1
 _MARKERS = ("pyproject.toml", "setup.cfg")
 # Read for the project's own pins (optax_lint/facts/project/pins.py), as in a checkout.
 _PIN_FILES = ("requirements.txt",)
@@ -73,6 +77,9 @@ def extract(git_dir: Path, commit: str, out: Path) -> list[str]:
         if kind != b"blob" or mode == b"120000" or not (path.endswith((".py", ".ipynb")) or project_file):
             continue
         if not size.isdigit() or int(size) > MAX_BYTES:  # "-" or a blob the clone lacks
+            continue
+        if int(size) == CUT_BYTES:
+            print(f"left out {path}: {CUT_BYTES} bytes, the size of a blob the snapshot cut short", file=sys.stderr)
             continue
         data = git(git_dir, "cat-file", "blob", sha.decode())
         optax = not project_file and (bool(OPTAX_IMPORT.search(data)) or (path.endswith(".ipynb") and (b"import optax" in data or bool(NOTEBOOK_OPTAX_IMPORT.search(data)))))
