@@ -768,6 +768,20 @@ def test_params_estimate_reads_nnx_widths_num_features_and_num_hidden():
     assert "d=128 (d_model)" in facts_of(tabular).run_context.get("params").detail
 
 
+
+def test_params_estimate_reads_a_constructors_positional_arguments_as_its_fields_in_order():
+    """`Vit(7, 48, 3)` passes patch, width and depth by position: the flax Module's
+    annotated fields in declared order; a plain class attribute is no field."""
+    src = LINEN_HEAD + (
+        "class Vit(nn.Module):\n    patch: int\n    scale = 2.0\n    width: int\n    depth: int\n"
+        "    @nn.compact\n    def __call__(self, x):\n        return nn.SelfAttention(4)(x)\n\nVit(7, 48, 3)\n"
+    )
+    entry = facts_of(src).run_context.get("params")
+    assert entry.value == 3 * (4 * 48**2 + 2 * 48 * 4 * 48) and "L=3 (depth), d=48 (width)" in entry.detail
+    keywords = src.replace("Vit(7, 48, 3)", "Vit(7, depth=3, width=48)")
+    assert facts_of(keywords).run_context.get("params").value == entry.value
+
+
 # ---------------------------------------------------------------------------
 # Config sources, in the file and across files
 

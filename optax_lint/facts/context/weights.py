@@ -402,7 +402,10 @@ def _built_by_position(inf: Evidence, info):
     Module or dataclass with fields patch_size, out_features, width, depth, ...)."""
     if info.kind not in ("module", "dataclass"):
         return
-    order = list(info.fields)
+    # The constructor's fields are the annotated attributes; a plain class attribute
+    # (`dtype = jnp.float32`) is none of them.
+    order = [name for name, (_, stmt) in info.fields.items()
+             if any(isinstance(small, cst.AnnAssign) for small in getattr(stmt, "body", ()))]
     for record in inf.facts.calls_by_bare_name.get(info.name, ()):
         args = record.node.args
         if any(a.star for a in args) or not any(a.keyword is None for a in args):
