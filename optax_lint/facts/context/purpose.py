@@ -214,7 +214,7 @@ class _Reader:
             parents = self.facts.raw.parent_stmt
             found = []
             for record in self.facts.raw.calls:
-                if record.loop_depth == 0 or record.scope is not loop.scope and not inside_scope(record.scope, loop.scope):
+                if record.loop_depth == 0 or not inside_scope(record.scope, loop.scope):
                     continue
                 stmt = record.statement
                 while stmt in parents:
@@ -553,7 +553,7 @@ def unstepped_tests(facts) -> tuple[tuple[int, int], ...]:
     for site in facts.update_sites:
         stepping.add(id(_outermost_test(site.record.scope)))
     for record, target in calls_of_local_functions(facts):
-        if any(site.record.scope is target or inside_scope(site.record.scope, target) for site in facts.update_sites):
+        if any(inside_scope(site.record.scope, target) for site in facts.update_sites):
             stepping.add(id(_outermost_test(record.scope)))
     out = []
     for scope in tests:

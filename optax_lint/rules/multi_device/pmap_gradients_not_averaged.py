@@ -13,6 +13,7 @@ from optax_lint.rules.multi_device.local_names import import_name
 from optax_lint.syntax import edits as fixes
 from optax_lint.syntax.nodes import node_text
 from optax_lint.syntax.values import Unknown, value_of
+from optax_lint.syntax.walker import inside_scope
 
 
 def _axis_literal(step: MappedStep, axis: str) -> str:
@@ -79,7 +80,7 @@ class PmapGradientsNotAveraged(Rule):
         the pmapped function itself."""
         if not isinstance(sink.arg.value, cst.Name):
             return None
-        if sink.scope is not step.function and not _nested_in(sink.scope, step.function):
+        if not inside_scope(sink.scope, step.function):
             return None
         lax = import_name(ctx, "jax.lax")
         if lax is None:
@@ -98,11 +99,3 @@ class PmapGradientsNotAveraged(Rule):
         name = sink.arg.value.value
         statement = cst.parse_statement(f"{name} = {lax}.pmean({name}, axis_name={_axis_literal(step, axis)})\n")
         return fixes.insert_statement_after(parent, anchor, statement, before=before)
-
-
-def _nested_in(scope, function) -> bool:
-    while scope is not None:
-        if scope is function:
-            return True
-        scope = scope.parent
-    return False
