@@ -33,6 +33,10 @@ def _row(field: str, value: str, source: str, confidence: str, detail: str) -> s
     return line.rstrip()
 
 
+def _lines(start: int, end: int) -> str:
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
 def render_context(path: str, context: RunContext, facts, codes: set[str], catalogue: dict) -> str:
     from optax_lint.facts.context.multisteps import not_analysable
     from optax_lint.facts.project.found import line_of
@@ -41,6 +45,10 @@ def render_context(path: str, context: RunContext, facts, codes: set[str], catal
     purpose = facts.purpose
     strength = " (a weak signal: advice only)" if purpose.weak else ""
     lines.append(f"  {'purpose':<{_FIELD_W}}{purpose.describe()}{strength}")
+    for start, end in facts.made_up_demos:
+        lines.append(f"  {'':<{_FIELD_W}}but {_lines(start, end)}: a `__main__` demo on made-up data, no advice about training there")
+    for start, end in facts.placeholder_defaults:
+        lines.append(f"  {'':<{_FIELD_W}}but {_lines(start, end)}: a parameter's default optimizer the module never runs with, no advice about training there")
     for field in FIELDS:
         entry: Optional[ContextValue] = context.entry(field)
         if entry is None or entry.value is None:

@@ -111,6 +111,20 @@ def test_show_context_snapshot_multi_file_project():
     assert "OPX204 fine-tune-learning-rate: needs fine_tune" in result.output
 
 
+@pytest.mark.parametrize("fixture, said", [
+    ("OPX303/good_trainer_module_demo_on_random_images.py",
+     "but lines 40-75: a `__main__` demo on made-up data, no advice about training there"),
+    ("OPX201/good_library_default_optimizer_overridden_by_callers.py",
+     "but line 20: a parameter's default optimizer the module never runs with, no advice about training there"),
+])
+def test_show_context_names_the_code_that_is_no_run(fixture, said):
+    """A training library's file reads as a training run, so the report says which lines
+    advice about training is silent on, and why."""
+    result = run_cli([str(ROOT / "fixtures" / fixture), "--show-context"], ROOT)
+    assert result.exit_code == 0, result.output
+    assert said in result.output
+
+
 def test_project_lint_findings_match_markers_and_snapshot():
     settings = load_settings(start=PROJECT, overrides={"select": ["OPX2"]})
     old = os.getcwd()

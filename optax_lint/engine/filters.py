@@ -58,6 +58,8 @@ def judge_by_purpose(findings: list, facts, catalogue: dict[str, RuleSpec]) -> l
             continue  # a test (or a helper only tests call) is no training run
         if about == TRAINING_RUNS and any(start <= line <= end for start, end in facts.placeholder_defaults):
             continue  # a library's default optimizer, which its callers replace
+        if about == TRAINING_RUNS and any(start <= line <= end for start, end in facts.made_up_demos):
+            continue  # a library's `__main__` demo on random data
         if about == TRAINING_RUNS and finding.severity is not Severity.INFO:
             weak = _weak_signal(finding, facts)
             if weak:

@@ -304,6 +304,14 @@ class ModuleFacts:
         return placeholder_defaults(self)
 
     @functools.cached_property
+    def made_up_demos(self) -> tuple[tuple[int, int], ...]:
+        """Line ranges of `__main__` blocks that hand the module's training function
+        made-up data (context/demo_blocks.py)."""
+        from optax_lint.facts.context.demo_blocks import made_up_demos
+
+        return made_up_demos(self)
+
+    @functools.cached_property
     def declares_context(self) -> bool:
         """Whether the user declared any of the run context (command line, pragma, config)."""
         from optax_lint.facts.file_role import declares_context

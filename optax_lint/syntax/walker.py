@@ -218,6 +218,15 @@ class RawFacts:
     item_stores: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name) of `name[k] = v`
     attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, "Scope"]] = field(default_factory=list)  # `a.b = v`
 
+    def statement_inside(self, statement: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        """`statement` is `ancestor` or sits in its body (a loop, an `if`, a def)."""
+        current: Optional[cst.CSTNode] = statement
+        while current is not None:
+            if current is ancestor:
+                return True
+            current = self.parent_stmt.get(current)
+        return False
+
     def enclosing_ifs(self, statement: cst.CSTNode, stop: Optional[cst.CSTNode] = None) -> list[tuple[cst.If, bool]]:
         """The `if` statements around `statement`, innermost first, up to `stop` (a
         function's node; by default the nearest def or class), each with whether the

@@ -423,12 +423,7 @@ class _Reader:
 
     def _stmt_in(self, stmt, loop) -> bool:
         """`stmt` sits inside `loop`."""
-        parents = self.facts.raw.parent_stmt
-        while stmt is not None:
-            if stmt is loop.node:
-                return True
-            stmt = parents.get(stmt)
-        return False
+        return self.facts.raw.statement_inside(stmt, loop.node)
 
     def _bound_in(self, name: cst.Name, scope: Scope, loop) -> bool:
         """Some binding of `name` sits inside `loop` (it changes from step to step)."""
@@ -536,6 +531,12 @@ class _Reader:
                     code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
                 return node, f"class {scope.name} is a training framework's experiment, known by its base class"
         return None
+
+
+def fed_made_up_data(facts, call: cst.Call) -> Optional[str]:
+    """Why `call` (a training function handed the optimizer) trains on data made up
+    once, with nothing beside it loading data; None when it may train on real data."""
+    return _Reader(facts)._trainer_fed_noise(call)
 
 
 def _test_functions(facts) -> list[Scope]:

@@ -146,9 +146,4 @@ class StateFacts:
         return [b.value for b in bindings if self.inside(b.node, loop)]
 
     def inside(self, statement: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
-        current: Optional[cst.CSTNode] = statement
-        while current is not None:
-            if current is ancestor:
-                return True
-            current = self.raw.parent_stmt.get(current)
-        return False
+        return self.raw.statement_inside(statement, ancestor)
