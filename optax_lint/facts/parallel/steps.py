@@ -27,6 +27,8 @@ a replicated tree.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Optional
 
 import libcst as cst
@@ -48,7 +50,29 @@ from optax_lint.facts.parallel.host import (
 from optax_lint.facts.parallel.names import DATA_PARALLEL_AXES
 from optax_lint.facts.parallel.sites import MappedStep, SiteFinder
 from optax_lint.facts.parallel.tracing import Tracing, UnboundUse
-from optax_lint.syntax.walker import Scope
+from optax_lint.facts.context.region import calls_of_local_functions
+from optax_lint.syntax.nodes import last_name
+from optax_lint.syntax.walker import Scope, walk
+
+_REPLICATE_CALLS = frozenset({"replicate", "device_put_replicated", "replicate_in_all_devices", "device_put_sharded"})
+_OPTIMIZER_NAME = re.compile(r"^(tx|opt|optim|optimi[sz]er|.*_optimi[sz]er|.*_tx)$")
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _repeated(record) -> bool:
+    """The call runs once per pass of a loop or comprehension of its function."""
+    if record.loop_depth > 0:
+        return True
+    return any(isinstance(node, _COMPREHENSIONS) and any(inner is record.node for inner in walk(node))
+               for node in walk(record.statement))
+
+
+def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
+    while scope is not None and scope.kind not in ("function", "module"):
+        scope = scope.parent
+    return scope
 
 
 class ParallelFacts:
@@ -156,11 +180,11 @@ class ParallelFacts:
         """A pmap whose devices hold copies of one model: a replicated argument, host
         state broadcast with in_axes=None, a collective over its axis, or an axis
         named like a data axis. (A pmap over independent models, an ensemble, has
-        none of these.)"""
+        none of these; nor does one over a population, whatever its axis is called.)"""
         if step.kind != "pmap":
             return False
         axes = step.axis_names
-        if isinstance(axes, frozenset) and axes & DATA_PARALLEL_AXES:
+        if isinstance(axes, frozenset) and axes & DATA_PARALLEL_AXES and not self.builds_population:
             return True
         for crossing in self.crossings:
             if crossing.step is not step:
@@ -173,6 +197,27 @@ class ParallelFacts:
             for collective in self.collectives_in(step.function, transitive=True):
                 if isinstance(collective.axes, frozenset) and collective.axes & axes:
                     return True
+        return False
+
+    @functools.cached_property
+    def builds_population(self) -> bool:
+        """The file builds one optimizer state per member of a population and copies
+        nothing to every device: an optimizer's `init` runs in a loop or comprehension
+        (directly, or in a local function called from one), and no replicate call is
+        made. A pmap over such states gives each device its own member (one agent per
+        device), so an axis named `data` says nothing about data parallelism."""
+        facts = self.facts
+        if any(last_name(r.node.func) in _REPLICATE_CALLS for r in self.raw.calls):
+            return False
+        repeated = {id(target) for record, target in calls_of_local_functions(facts) if _repeated(record)}
+        for record in self.raw.calls:
+            func = record.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "init" and record.node.args):
+                continue
+            if facts.pipeline_for(func.value, record.scope) is None and not _OPTIMIZER_NAME.search(last_name(func.value) or ""):
+                continue
+            if _repeated(record) or id(_function_of(record.scope)) in repeated:
+                return True
         return False
 
     def train_steps(self) -> list[MappedStep]:
