@@ -1,6 +1,7 @@
 """Where a save writes and a restore reads when the call takes a file or bytes: the path
 opened for `f` in `pickle.dump(x, f)`, `f.write(to_bytes(x))`, `from_bytes(t, f.read())`;
-and saves that write a numbered series of snapshots rather than one resume point."""
+and saves that write a numbered series of snapshots, or keep the best by a metric, rather
+than one resume point."""
 
 from __future__ import annotations
 
@@ -155,4 +156,23 @@ def directory_per_save(facts, site) -> bool:
             _, bindings = lookup(part.value, scope)
             if bindings and all(b.kind == "for" for b in bindings):
                 return True
+    return False
+
+
+def manager_keeps_best(site) -> bool:
+    """An orbax CheckpointManager built with `best_fn` in its options
+    (`CheckpointManagerOptions(best_fn=lambda m: m["val_loss"], max_to_keep=1)`): orbax
+    keeps the best checkpoints by the metric and deletes the rest, the latest among
+    them, so the directory holds the selected model, as a save under `if acc > best:`
+    does, not the point a run resumes from."""
+    obj = site.obj
+    if site.api != "orbax" or obj is None or obj.kind != "manager" or obj.call is None or obj.record is None:
+        return False
+    for arg in obj.call.args:
+        value = arg.value
+        if isinstance(value, cst.Name):
+            _, bindings = lookup(value.value, obj.record.scope)
+            value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+        if isinstance(value, cst.Call) and last_name(value.func) == "CheckpointManagerOptions" and keyword_arg(value, "best_fn") is not None:
+            return True
     return False

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from optax_lint.facts.checkpoints.continues import trains_after
-from optax_lint.facts.checkpoints.files import read_back_for_evaluation, snapshot_series
+from optax_lint.facts.checkpoints.files import manager_keeps_best, read_back_for_evaluation, snapshot_series
 from optax_lint.facts.checkpoints.payload import Payload
 from optax_lint.facts.checkpoints.sites import CheckpointFacts, SaveSite
 from optax_lint.facts.checkpoints.vocabulary import OPT_NAMES, SAVE_ARGS, orbax_member
@@ -62,10 +62,10 @@ class CheckpointMissingOptState(Rule):
             if read_back_for_evaluation(ctx.facts, site.record, site.path):
                 continue  # a snapshot handed at once to an evaluation, not a resume checkpoint
             if (site.api in _SERIALIZERS or site.wraps in _SERIALIZERS or ckpt.keeps_best(site.record)
-                    or snapshot_series(ctx.facts, site)):
-                # a plain serializer's file, the best epoch kept as the selected model, or a
-                # numbered series kept whole: an export, unless training continues from
-                # something read back
+                    or manager_keeps_best(site) or snapshot_series(ctx.facts, site)):
+                # a plain serializer's file, the best epoch kept as the selected model (by an
+                # `if` or by orbax's best_fn), or a numbered series kept whole: an export,
+                # unless training continues from something read back
                 if resumed is None:
                     resumed = self._resumed(ctx, ckpt)
                 if not resumed:
