@@ -822,6 +822,33 @@ def test_argparse_defaults_through_a_helper():
     assert value(f, "steps") == 3000 and value(f, "batch_per_device") == 32
 
 
+@pytest.mark.parametrize("declared, read_as", [
+    ("@click.option('--max_steps', default=3000)", "config.max_steps"),
+    ("@click.option('-s', '--max-steps', default=3000)", "config.max_steps"),
+    ("@click.option('--steps', 'max_steps', default=3000)", "config.max_steps"),
+])
+def test_click_defaults_through_wandb_config(declared, read_as):
+    """Options declared with click and read back through `wandb.config` (the command's
+    kwargs handed to `wandb.init(config=...)`) are read as their defaults, under the
+    name click gives the parameter: an explicit name, else the longest option."""
+    src = STEP + (
+        "import click\nimport wandb\n\n@click.command()\n" + declared + "\n"
+        "def main(**kwargs):\n    wandb.init(config=kwargs)\n    config = wandb.config\n"
+        f"    for i in range({read_as}):\n        state = train_step(state)\n"
+    )
+    entry = facts_of(src).run_context.get("steps")
+    assert entry.value == 3000 and entry.confidence == "medium"
+
+
+def test_click_option_without_default_is_not_read():
+    src = STEP + (
+        "import click\nimport wandb\n\n@click.command()\n@click.option('--max_steps', required=True)\n"
+        "def main(**kwargs):\n    wandb.init(config=kwargs)\n    config = wandb.config\n"
+        "    for i in range(config.max_steps):\n        state = train_step(state)\n"
+    )
+    assert value(facts_of(src), "steps") is None
+
+
 @pytest.mark.parametrize("wrap, through_loop", [
     ("cast(Args, {})", True),
     ("typing.cast('Args', {})", True),

@@ -53,7 +53,7 @@ _DEC_NAMES = ("dec_depth", "num_decoder_layers", "decoder_layers", "n_dec_layers
 # Picked in this order. `n_embed` and `num_features` come last: a VQ-GAN's config spells
 # its codebook size `n_embed` (beside embed_dim), a nanoGPT port its width; nnx's layers
 # take their width as `num_features`, which a tabular model may use for its inputs.
-_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed", "num_features", "dm")
+_D_NAMES = ("emb_dim", "d_model", "d_m", "n_emb", "hidden_size", "n_embd", "embed_dim", "embed_size", "emb_size", "model_dim", "width", "hidden_dim", "embedding_dim", "dim", "qkv_dim", "n_embed", "num_features", "dm")
 _V_NAMES = ("vocab_size", "n_vocab", "num_embeddings", "output_vocab_size", "vocab")
 _FF_NAMES = ("mlp_dim", "d_ff", "ff_dim", "intermediate_size", "mlp_hidden_dim", "ffn_dim", "hidden_mlp_dim", "n_inner", "num_hidden", "dff")
 # "Attention Is All You Need"'s notation (`make_model(N=6, d_model=512, d_ff=2048, h=8)`):

@@ -400,6 +400,8 @@ class ConfigEvaluator(Evaluator):
         value = binding.value
         if isinstance(value, cst.Call):
             return self.call_path(value, binding, names, depth)
+        if isinstance(value, cst.Attribute) and self.facts.canonical(value, binding.scope) == "wandb.config":
+            return self.fallback("config", names)  # `config = wandb.config`: the run's options
         if isinstance(value, cst.Attribute):
             inner_root, inner_names = _split_attribute(value)
             if isinstance(inner_root, cst.Name):
@@ -536,7 +538,7 @@ class ConfigEvaluator(Evaluator):
             candidates.append(ml)
         if len(names) == 1:
             for mc in self.sources([names[0], names[0].replace("_", "-")]):
-                for table in (mc.flags, mc.argparse):
+                for table in (mc.flags, mc.argparse, mc.click):
                     if names[0] in table:
                         candidates.append(table[names[0]])
                 for info in mc.classes.values():

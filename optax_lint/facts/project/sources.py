@@ -1,5 +1,5 @@
 """The config sources one module defines: absl flags (and `config_flags` files),
-argparse options, dataclass / NamedTuple / flax Module classes with their fields'
+argparse and click options, dataclass / NamedTuple / flax Module classes with their fields'
 defaults, and the ml_collections entries its `get_config()` builds."""
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class ModuleConfig:
         self.config_flags: dict[str, Optional[cst.BaseExpression]] = {}  # flag name -> default (path string or config expr)
         self.flag_holders: dict[str, str] = {}
         self.argparse: dict[str, Found] = {}
+        self.click: dict[str, Found] = {}
         self.classes: dict[str, ClassInfo] = {}
         self._ml: Optional[dict[tuple, Found]] = None
         self._ml_busy = False
@@ -95,6 +96,8 @@ class ModuleConfig:
             if not isinstance(value, Unknown) and value is not None:
                 self.flags[flag_name] = Found(value, "medium", Origin(facts, record.statement), f"default of flag --{flag_name}")
         for scope in facts.raw.scopes:
+            if scope.kind == "function" and isinstance(scope.node, cst.FunctionDef) and scope.node.decorators:
+                self._click(scope)
             if scope.kind == "class":
                 info = _class_info(facts, scope)
                 if info is not None and info.name not in self.classes:
@@ -139,6 +142,26 @@ class ModuleConfig:
         if value is None:
             return
         self.argparse[dest] = Found(value, weaker(confidence, "medium"), Origin(self.facts, record.statement), f"default of --{dest.replace('_', '-')}")
+
+    def _click(self, scope: Scope) -> None:
+        """`@click.option("--num_layers", default=2)` on a command: the option's default,
+        under the parameter name click gives it (an explicit name, else the longest
+        option with its dashes made underscores)."""
+        for decorator in scope.node.decorators:
+            call = decorator.decorator
+            if not isinstance(call, cst.Call) or self.facts.canonical(call.func, scope.parent) != "click.option":
+                continue
+            names = [value_of(a.value, scope.parent) for a in call.args if a.keyword is None]
+            names = [n for n in names if isinstance(n, str)]
+            plain = [n for n in names if n.isidentifier()]
+            options = sorted((n.lstrip("-") for n in names if n.startswith("-")), key=len, reverse=True)
+            dest = plain[0] if plain else (options[0].replace("-", "_").lower() if options else None)
+            default = _arg(call, 99, "default")
+            if not dest or default is None:
+                continue
+            value = value_of(default, scope.parent)
+            if not isinstance(value, Unknown) and value is not None and not callable(value):
+                self.click[dest] = Found(value, "medium", Origin(self.facts, scope.node), f"default of --{options[0] if options else dest}")
 
     # -- ml_collections ----------------------------------------------------
     @property
