@@ -95,6 +95,8 @@ class PayloadClassifier(LocalFunctions):
                 return Payload("params", expr)
             if key is not None and opt_name(key):
                 return Payload("opt_state", expr)
+            if self._classify(expr.value, scope, d, seen).kind == "params":
+                return Payload("params", expr)  # a part of the params tree: `state.params[part]`
             return Payload("unknown", expr)
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
             return Payload("other", expr)
