@@ -14,7 +14,8 @@ from optax_lint.facts.checkpoints.targets import anchors
 from optax_lint.facts.checkpoints.vocabulary import RESTORE_ARGS, SAVE_ARGS, orbax_member
 from optax_lint.syntax.arguments import call_arg_expr, param_arg
 from optax_lint.facts.project.files import defines_function
-from optax_lint.syntax.names import lookup, module_function
+from optax_lint.facts.project.imported_functions import project_function
+from optax_lint.syntax.names import lookup
 from optax_lint.syntax.walker import CallRecord, Scope, inside_scope
 
 _NEED = ("save", "restore", "dump", "to_bytes", "checkpoint")
@@ -33,32 +34,8 @@ def _may_wrap_a_library(text: str, rest: list[str]) -> bool:
 def helper_function(facts, record: CallRecord):
     """(helper module facts, the helper's function scope, its dotted name) when `record`
     calls a function of a project module (`checkpoint.save(...)`, `from ckpt import
-    save; save(...)`); None otherwise."""
-    func = record.node.func
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-        holder, name = func.value.value, func.attr.value
-        _, bindings = lookup(holder, record.scope)
-        if len(bindings) != 1 or bindings[0].kind != "import" or not bindings[0].qualname:
-            return None
-        qual = f"{bindings[0].qualname}.{name}"
-    elif isinstance(func, cst.Name):
-        _, bindings = lookup(func.value, record.scope)
-        if len(bindings) != 1 or bindings[0].kind != "import" or not bindings[0].qualname:
-            return None
-        qual = bindings[0].qualname
-    else:
-        return None
-    project = facts.project
-    if project.file is None:
-        return None
-    found = project.module_of(qual, facts, _NEED, accept=_may_wrap_a_library)
-    if found is None or len(found[1]) != 1:
-        return None
-    module, (name,) = found
-    function = module_function(module.raw, name)
-    if function is None:
-        return None
-    return module, function, qual
+    save; save(...)`) that may save or restore; None otherwise."""
+    return project_function(facts, record, _NEED, _may_wrap_a_library)
 
 
 def _param_of(module, expr: Optional[cst.BaseExpression], scope: Scope, wrappers) -> Optional[str]:

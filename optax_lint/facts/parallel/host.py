@@ -37,6 +37,8 @@ from optax_lint.facts.parallel.names import (
 )
 from optax_lint.facts.parallel.sites import MappedStep
 from optax_lint.facts.state.origins import subclasses_train_state
+from optax_lint.facts.project.files import defines_function
+from optax_lint.facts.project.imported_functions import project_function
 from optax_lint.syntax.nodes import last_name
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.values import value_of
@@ -269,7 +271,20 @@ class HostInterpreter(Interpreter):
             return UNK
         if isinstance(callee, ALocalFn):
             return self.call_local(callee, call, env, values)
+        if name is not None and self._imported_pmap(call):
+            return ARepl(call, "pmap output")
         return UNK
+
+    def _imported_pmap(self, call: cst.Call) -> bool:
+        """`call` reaches a function another project module defines under a pmap
+        decorator (`from steps import train_step`): its output has a device axis."""
+        record = self.facts.record_of.get(call)
+        found = project_function(self.facts, record, ("pmap",), _defines_pmapped) if record is not None else None
+        if found is None:
+            return False
+        module, function, _ = found
+        step = module.parallel.decorated_step(function)
+        return step is not None and step.kind == "pmap"
 
     def _tree_map(self, call, env, values) -> Any:
         positional = positional_args(call)
@@ -402,6 +417,10 @@ def _repl_in(value) -> list[ARepl]:
     if isinstance(value, (ATuple, AContainer)):
         return [r for v in value.items for r in _repl_in(v)]
     return []
+
+
+def _defines_pmapped(text: str, rest: list[str]) -> bool:
+    return "pmap" in text and defines_function(text, rest)
 
 
 def walk_host(pf) -> HostInterpreter:
