@@ -325,13 +325,8 @@ def _restarts_optimizer(inf: Evidence, outer, inner) -> bool:
 
 
 def _encloses(inf: Evidence, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    parents = inf.facts.raw.parent_stmt
-    node = inner
-    while node in parents:
-        node = parents[node]
-        if node is outer:
-            return True
-    return False
+    """`inner` sits in `outer`'s body (not `outer` itself)."""
+    return inner is not outer and inf.facts.raw.statement_inside(inner, outer)
 
 
 def infer_steps(inf: Evidence, context) -> Optional[ContextValue]:
