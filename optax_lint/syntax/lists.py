@@ -33,6 +33,9 @@ class ListItem:
     scope: Scope
     conditional: bool = False  # added under a branch or in a loop (the walker counts loops as branches)
     slot: Optional[cst.CSTNode] = None  # the literal's Element; None when added by a mutation
+    # The `if` arms the mutation that added it sits in, innermost first: (id of the If,
+    # whether in its body). Items added in the two arms of one `if` are alternatives.
+    arms: tuple = ()
 
 
 @dataclass(eq=False)
@@ -103,23 +106,25 @@ class ListModel:
             if not record.node.args:
                 continue
             value = record.node.args[-1].value
+            arms = tuple((id(node), body) for node, body in self.raw.enclosing_ifs(record.statement)) if branch else ()
             if method == "append":
-                out.items.append(ListItem(value, owner, branch))
+                out.items.append(ListItem(value, owner, branch, arms=arms))
             elif method == "insert":
                 if value_of(record.node.args[0].value, owner) == 0:
-                    out.items.insert(0, ListItem(value, owner, branch))
+                    out.items.insert(0, ListItem(value, owner, branch, arms=arms))
                 else:
                     out.complete, out.reason = False, "insert at an unknown index"
             else:
-                self._extend(out, value, owner, branch, expr.value, depth)
+                self._extend(out, value, owner, branch, expr.value, depth, arms)
         return out
 
-    def _extend(self, out: ListValue, value: cst.BaseExpression, scope: Scope, branch: bool, name: str, depth: int) -> None:
+    def _extend(self, out: ListValue, value: cst.BaseExpression, scope: Scope, branch: bool, name: str, depth: int,
+                arms: tuple = ()) -> None:
         extra = self.elements(value, scope, depth=depth + 1)
         if extra is None:
             out.complete, out.reason = False, f"'{name}' grows by an unknown value"
             return
-        out.items.extend(ListItem(i.expr, i.scope, i.conditional or branch) for i in extra.items)
+        out.items.extend(ListItem(i.expr, i.scope, i.conditional or branch, arms=i.arms + arms) for i in extra.items)
         out.complete = out.complete and extra.complete
 
     def _literal(self, node: cst.BaseExpression, scope: Scope, conditional: bool, depth: int) -> ListValue:
@@ -164,3 +169,25 @@ class ListModel:
                 if isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and isinstance(func.value, cst.Name):
                     self._mutations.setdefault((id(record.scope), func.value.value), []).append(record)
         return self._mutations.get((id(scope), name), [])
+
+
+def alternatives(items: list[ListItem]) -> list[tuple[int, bool]]:
+    """(index of the first, exhaustive) for each pair of adjacent items that are the only
+    items added in the two arms of one `if` (`if muon: xs.append(a) else:
+    xs.append(b)`): one or the other is in the list, never both. `exhaustive` is False
+    when the pair sits under further branches (then neither may be there)."""
+    count: dict[tuple, int] = {}
+    for item in items:
+        for arm in item.arms:
+            count[arm] = count.get(arm, 0) + 1
+    out = []
+    for i in range(len(items) - 1):
+        a, b = items[i], items[i + 1]
+        shared = {node for node, _ in a.arms} & {node for node, _ in b.arms}
+        for node in shared:
+            if dict(a.arms)[node] != dict(b.arms)[node] and count.get((node, True)) == 1 and count.get((node, False)) == 1:
+                rest_a = tuple(arm for arm in a.arms if arm[0] != node)
+                rest_b = tuple(arm for arm in b.arms if arm[0] != node)
+                out.append((i, not rest_a and not rest_b))
+                break
+    return out

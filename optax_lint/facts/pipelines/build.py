@@ -24,7 +24,7 @@ from optax_lint.core.optax_api import (
     OptaxApi,
 )
 from optax_lint.syntax.arguments import BoundArgs, bind
-from optax_lint.syntax.lists import ListModel
+from optax_lint.syntax.lists import ListModel, alternatives
 from optax_lint.syntax.names import NameResolver, lookup
 from optax_lint.syntax.nodes import holds, node_code
 from optax_lint.syntax.values import Unknown, sign_of, single_binding, value_of
@@ -460,9 +460,23 @@ class PipelineBuilder:
             reason = f"'{name}' is not a list built in this function" if name else "*arguments not a list"
             return [TxNode("<unknown>", "unknown", None, scope, reason=reason)]
         out = []
-        for item in value.items:
+        paired = dict(alternatives(value.items))
+        skip = False
+        for i, item in enumerate(value.items):
+            if skip:
+                skip = False
+                continue
             child = self.build(item.expr, item.scope, depth + 1)
             child.conditional = child.conditional or item.conditional
+            if i in paired:
+                # appended in the two arms of one `if`: one or the other, never both
+                other = self.build(value.items[i + 1].expr, value.items[i + 1].scope, depth + 1)
+                choice = TxNode("<choice>", "wrapper", None, scope)
+                for alternative in (child, other):
+                    alternative.conditional, alternative.parent = True, choice
+                    choice.children.append(alternative)
+                choice.conditional = not paired[i]
+                child, skip = choice, True
             out.append(child)
         if not value.complete:
             out.append(TxNode("<unknown>", "unknown", None, scope, reason=value.reason))
