@@ -627,6 +627,8 @@ def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:
         return False
     if name[:1].isupper():
         return False  # a class built (a TrainState handed opt_state) holds the state; it takes no step
+    if isinstance(func, cst.Attribute) and name in ("train", "eval") and not call.args:
+        return False  # `block.dropout.train()`: a switch into training mode (nnx, PyTorch), no step
     handed_state = any(isinstance(arg.value, cst.Name) and _OPT_STATE.search(arg.value.value) for arg in call.args)
     if isinstance(func, cst.Attribute) and name in ("update", "step", "apply"):
         return bool(_STEPPER.search(code_text(func.value).rsplit(".", 1)[-1])) or handed_state
