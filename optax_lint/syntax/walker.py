@@ -105,6 +105,14 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return iter(children(node))
 
 
+def enclosing_function(scope: Optional["Scope"]) -> Optional["Scope"]:
+    """The function (or the module) whose body holds `scope`: lambdas, comprehensions
+    and classes in between are looked through."""
+    while scope is not None and scope.kind not in ("function", "module"):
+        scope = scope.parent
+    return scope
+
+
 def inside_scope(scope: Optional["Scope"], outer: "Scope") -> bool:
     """`scope` is `outer` or nested in it."""
     while scope is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from optax_lint.facts.context.purpose import fed_made_up_data
+from optax_lint.facts.context.purpose import fed_made_up_data, handed_an_optimizer
 
 
 def made_up_demos(facts) -> tuple[tuple[int, int], ...]:
@@ -24,7 +24,7 @@ def made_up_demos(facts) -> tuple[tuple[int, int], ...]:
         if not _main_guard(stmt):
             continue
         handed = [r for r in facts.raw.calls if r.scope is facts.raw.module_scope and facts.raw.statement_inside(r.statement, stmt)
-                  and any(facts.pipeline_for(arg.value, r.scope) is not None for arg in r.node.args)]
+                  and handed_an_optimizer(facts, r)]
         if handed and all(fed_made_up_data(facts, r.node) for r in handed):
             span = facts.source_positions.span(stmt)
             out.append((span.line, span.end_line))
@@ -42,4 +42,3 @@ def _main_guard(stmt: cst.CSTNode) -> bool:
     names = [s.value for s in sides if isinstance(s, cst.Name)]
     strings = [s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)]
     return names == ["__name__"] and strings == ["__main__"]
-

@@ -60,7 +60,7 @@ from optax_lint.syntax.arguments import param_arg
 from optax_lint.syntax.names import lookup
 from optax_lint.syntax.nodes import assigned_names, over_range, spells_test_case
 from optax_lint.syntax.values import value_of
-from optax_lint.syntax.walker import Scope, inside_scope
+from optax_lint.syntax.walker import Scope, enclosing_function, inside_scope
 
 TRAINING_RUN = "training run"
 TEST = "test"
@@ -241,13 +241,13 @@ class _Reader:
         the clock on both sides of each step, a throughput check."""
         if self._draws_data(loop):
             return False
-        function = _function_of(loop.scope)
-        calls = [r for r in self.facts.raw.calls if _function_of(r.scope) is function]
+        function = enclosing_function(loop.scope)
+        calls = [r for r in self.facts.raw.calls if enclosing_function(r.scope) is function]
         if any(_reads_clock(r) for r in calls) and any(last_name(r.node.func) == "block_until_ready" for r in calls):
             return True
         if not _short_range(loop.node, loop.scope):
             return False
-        return sum(1 for r in self._calls_in(loop) if _reads_clock(r) and _function_of(r.scope) is function) >= 2
+        return sum(1 for r in self._calls_in(loop) if _reads_clock(r) and enclosing_function(r.scope) is function) >= 2
 
     def _short_and_dataless(self, loop) -> bool:
         """A `for` over a literal range of at most a thousand steps that draws no data, in
@@ -507,10 +507,6 @@ class _Reader:
         value = bindings[0].value
         return isinstance(value, cst.Call) and synthetic_data(value, bindings[0].scope)
 
-    def _handed_an_optimizer(self, record) -> bool:
-        """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""
-        return any(self.facts.pipeline_for(arg.value, record.scope) is not None for arg in record.node.args)
-
     def _trainer_call(self) -> Optional[tuple]:
         """A training loop that lives elsewhere, known by a name: `trainer.fit(...)`,
         `run_loop(agent, env)`, a jaxline experiment (jaxline calls its `step`)."""
@@ -522,7 +518,7 @@ class _Reader:
             if name in _LOOP_CALLS or (name in _TRAINER_CALLS and isinstance(func, cst.Attribute)
                                        and "trainer" in code_text(func.value).lower()):
                 return record.node, f"`{_short(record.node)}` is known as a training loop only by its name"
-            if name in _TRAINER_CALLS and isinstance(func, cst.Name) and self._handed_an_optimizer(record):
+            if name in _TRAINER_CALLS and isinstance(func, cst.Name) and handed_an_optimizer(self.facts, record):
                 # `model, stats = train(model, optim, loader, ...)` from the project's own module
                 return record.node, f"`{_short(record.node)}` is handed the optimizer and named like a training loop"
         for scope in self.facts.raw.scopes:
@@ -531,6 +527,11 @@ class _Reader:
                     code_text(base.value).endswith(_FRAMEWORK_EXPERIMENTS) for base in node.bases):
                 return node, f"class {scope.name} is a training framework's experiment, known by its base class"
         return None
+
+
+def handed_an_optimizer(facts, record) -> bool:
+    """An argument of the call is an optimizer the file builds (`optim`, `optax.adamw(...)`)."""
+    return any(facts.pipeline_for(arg.value, record.scope) is not None for arg in record.node.args)
 
 
 def fed_made_up_data(facts, call: cst.Call) -> Optional[str]:
@@ -609,12 +610,6 @@ def _outermost_test(scope: Optional[Scope]) -> Optional[Scope]:
             found = scope
         scope = scope.parent
     return found
-
-
-def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
-    while scope is not None and scope.kind not in ("function", "module"):
-        scope = scope.parent
-    return scope
 
 
 def _named_like_a_step(call: cst.Call, scope: Scope) -> bool:

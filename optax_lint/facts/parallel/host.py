@@ -115,6 +115,7 @@ class HostInterpreter(Interpreter):
         self._seen_crossings: set = set()
         self._seen_saves: set = set()
         self._members: dict[tuple[int, str], Any] = {}
+        self._imported_pmaps: dict[int, bool] = {}  # call id -> reaches an imported pmapped function
 
     def eval(self, expr, env: Frame) -> Any:
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
@@ -278,13 +279,13 @@ class HostInterpreter(Interpreter):
     def _imported_pmap(self, call: cst.Call) -> bool:
         """`call` reaches a function another project module defines under a pmap
         decorator (`from steps import train_step`): its output has a device axis."""
-        record = self.facts.record_of.get(call)
-        found = project_function(self.facts, record, ("pmap",), _defines_pmapped) if record is not None else None
-        if found is None:
-            return False
-        module, function, _ = found
-        step = module.parallel.decorated_step(function)
-        return step is not None and step.kind == "pmap"
+        known = self._imported_pmaps.get(id(call))
+        if known is None:  # a call is evaluated again from each calling context and loop pass
+            record = self.facts.record_of.get(call)
+            found = project_function(self.facts, record, ("pmap",), _defines_pmapped) if record is not None else None
+            step = found[0].parallel.decorated_step(found[1]) if found is not None else None
+            known = self._imported_pmaps[id(call)] = step is not None and step.kind == "pmap"
+        return known
 
     def _tree_map(self, call, env, values) -> Any:
         positional = positional_args(call)

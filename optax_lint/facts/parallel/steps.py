@@ -52,12 +52,10 @@ from optax_lint.facts.parallel.sites import MappedStep, SiteFinder
 from optax_lint.facts.parallel.tracing import Tracing, UnboundUse
 from optax_lint.facts.context.region import calls_of_local_functions
 from optax_lint.syntax.nodes import last_name
-from optax_lint.syntax.walker import Scope, walk
+from optax_lint.syntax.walker import Scope, enclosing_function, walk
 
 _REPLICATE_CALLS = frozenset({"replicate", "device_put_replicated", "replicate_in_all_devices", "device_put_sharded"})
 _OPTIMIZER_NAME = re.compile(r"^(tx|opt|optim|optimi[sz]er|.*_optimi[sz]er|.*_tx)$")
-
-
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -67,12 +65,6 @@ def _repeated(record) -> bool:
         return True
     return any(isinstance(node, _COMPREHENSIONS) and any(inner is record.node for inner in walk(node))
                for node in walk(record.statement))
-
-
-def _function_of(scope: Optional[Scope]) -> Optional[Scope]:
-    while scope is not None and scope.kind not in ("function", "module"):
-        scope = scope.parent
-    return scope
 
 
 class ParallelFacts:
@@ -216,7 +208,7 @@ class ParallelFacts:
                 continue
             if facts.pipeline_for(func.value, record.scope) is None and not _OPTIMIZER_NAME.search(last_name(func.value) or ""):
                 continue
-            if _repeated(record) or id(_function_of(record.scope)) in repeated:
+            if _repeated(record) or id(enclosing_function(record.scope)) in repeated:
                 return True
         return False
 
